@@ -1,0 +1,73 @@
+package onetick
+
+import (
+	"context"
+	"time"
+)
+
+// Leaser is the election half of a backend: a lease with a fencing epoch,
+// held by at most one holder at a time as judged by the store's clock.
+type Leaser interface {
+	// Acquire takes the lease for holder with the given ttl if nobody holds
+	// it, incrementing the epoch in the same atomic step. When someone holds
+	// it, Acquire returns a *HeldError (errors.Is ErrLeaseHeld) describing
+	// the holder and how long the lease has left.
+	Acquire(ctx context.Context, holder string, ttl time.Duration) (Grant, error)
+	// Renew extends the lease to ttl from now, only if the store still holds
+	// exactly this lease (compare-and-extend). Otherwise ErrLeaseLost.
+	Renew(ctx context.Context, lease Lease, ttl time.Duration) (Grant, error)
+	// Release deletes the lease only if the store still holds exactly this
+	// lease (compare-and-delete), records the end of the term and notifies
+	// watchers. Releasing a lease that is no longer held returns ErrLeaseLost.
+	Release(ctx context.Context, lease Lease) error
+	// Leader reports the current lease.
+	Leader(ctx context.Context) (LeaderInfo, error)
+	// Watch returns a channel that receives a value whenever the lease may
+	// have become free (released, or expired where the store reports expiry).
+	// Notifications are coalesced and best effort: callers must still retry
+	// on a timer. The channel is closed after ctx is done.
+	Watch(ctx context.Context) <-chan struct{}
+}
+
+// Claimer is the tick half of a backend.
+type Claimer interface {
+	// Claim claims a batch of ticks in one atomic step: it checks that the
+	// store still holds lease (otherwise ErrFenced and nothing is written),
+	// and for each tick that its slot is not in the future by the store's
+	// clock beyond the backend's tolerance (Early), that it was not claimed
+	// before and, unless OutOfOrder, that its slot is after the job's
+	// last-fired slot (Duplicate); a claimed tick moves the job's last-fired
+	// slot, leaves a per-tick record for Tick.Retention and is appended to
+	// Tick.Stream.
+	Claim(ctx context.Context, lease Lease, ticks []Tick) (ClaimResult, error)
+	// LastFired returns the persisted last-fired slot of each named job that
+	// has one.
+	LastFired(ctx context.Context, jobs []string) (map[string]Slot, error)
+	// Time returns the store's clock.
+	Time(ctx context.Context) (time.Time, error)
+}
+
+// Backend is what a store (Redis, the in-process memory store, later etcd
+// and PostgreSQL) implements. The conformance suite in package backendtest
+// checks every method's contract.
+type Backend interface {
+	Leaser
+	Claimer
+	// History returns up to n leadership terms, newest first.
+	History(ctx context.Context, n int) ([]Term, error)
+	// Close releases the backend's connections.
+	Close() error
+}
+
+// Sink receives ticks after the store claimed them, for destinations
+// outside the store (standard output, later webhooks or NATS). The store's
+// own stream already holds every claimed tick; a Sink is optional.
+type Sink interface {
+	Deliver(ctx context.Context, ticks []TickRecord) error
+}
+
+// SinkFunc adapts a function to a Sink.
+type SinkFunc func(ctx context.Context, ticks []TickRecord) error
+
+// Deliver calls f.
+func (f SinkFunc) Deliver(ctx context.Context, ticks []TickRecord) error { return f(ctx, ticks) }

@@ -1,0 +1,337 @@
+package onetick
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// ElectorConfig configures an Elector.
+type ElectorConfig struct {
+	Backend Leaser
+	// Holder identifies this replica in the lease; default DefaultHolder().
+	Holder string
+	Lease  LeaseConfig
+	Clock  clockwork.Clock // default the real clock
+	Logger *slog.Logger    // default slog.Default()
+	// Metrics may be nil.
+	Metrics *Metrics
+
+	// OnStartedLeading runs in its own goroutine when this replica becomes
+	// leader. Its ctx is cancelled when leadership ends for any reason; the
+	// elector waits for it to return before releasing the lease, so work in
+	// flight finishes first. It must return promptly once ctx is done.
+	OnStartedLeading func(ctx context.Context, l *Leadership)
+	// OnStoppedLeading runs after every leadership term, always.
+	OnStoppedLeading func(l Lease)
+	// OnNewLeader runs whenever the elector sees a different leader (itself
+	// included). It must not block.
+	OnNewLeader func(l Lease)
+}
+
+// Leadership is one term of this replica as leader.
+type Leadership struct {
+	Lease Lease
+
+	clock    clockwork.Clock
+	deadline atomic.Int64 // trust deadline as nanoseconds since base
+	base     time.Time
+	lost     chan struct{}
+	loseOnce sync.Once
+}
+
+func newLeadership(l Lease, clock clockwork.Clock, deadline time.Time) *Leadership {
+	ld := &Leadership{Lease: l, clock: clock, base: clock.Now(), lost: make(chan struct{})}
+	ld.setDeadline(deadline)
+	return ld
+}
+
+func (l *Leadership) setDeadline(t time.Time) { l.deadline.Store(int64(t.Sub(l.base))) }
+
+// Deadline is the instant until which the lease may be trusted.
+func (l *Leadership) Deadline() time.Time {
+	return l.base.Add(time.Duration(l.deadline.Load()))
+}
+
+// Trusted reports whether the lease may still be trusted now: the instant
+// the last successful acquire or renew was sent, plus TTL minus the safety
+// margin, has not passed on the monotonic clock.
+func (l *Leadership) Trusted() bool { return l.clock.Now().Before(l.Deadline()) }
+
+// Lose tells the elector that the store refused this term (a fenced
+// claim). The elector steps down at once, without releasing.
+func (l *Leadership) Lose() { l.loseOnce.Do(func() { close(l.lost) }) }
+
+func (l *Leadership) untrust() { l.deadline.Store(-1 << 62) }
+
+// Elector runs the lease election for one replica.
+type Elector struct {
+	cfg    ElectorConfig
+	lease  LeaseConfig
+	clock  clockwork.Clock
+	log    *slog.Logger
+	offset atomic.Int64 // store clock minus local clock, ns
+
+	mu      sync.Mutex
+	seen    Lease // newest leader seen
+	leading *Leadership
+}
+
+// NewElector validates cfg and returns an Elector.
+func NewElector(cfg ElectorConfig) (*Elector, error) {
+	if cfg.Backend == nil {
+		return nil, configErr("backend", "is required")
+	}
+	if err := cfg.Lease.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Holder == "" {
+		cfg.Holder = DefaultHolder()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clockwork.NewRealClock()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics, _ = NewMetrics(nil)
+	}
+	return &Elector{
+		cfg:   cfg,
+		lease: cfg.Lease.WithDefaults(),
+		clock: cfg.Clock,
+		log:   cfg.Logger.With("replica", cfg.Holder),
+	}, nil
+}
+
+// Holder is this replica's identity in the lease.
+func (e *Elector) Holder() string { return e.cfg.Holder }
+
+// ClockOffset is the store's clock minus this replica's, as last measured.
+func (e *Elector) ClockOffset() time.Duration { return time.Duration(e.offset.Load()) }
+
+// IsLeader reports whether this replica leads and trusts its lease now.
+func (e *Elector) IsLeader() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leading != nil && e.leading.Trusted()
+}
+
+// observeStoreTime updates the clock offset from a store timestamp taken
+// between local instants sent and received.
+func (e *Elector) observeStoreTime(store, sent, received time.Time) {
+	if store.IsZero() {
+		return
+	}
+	mid := sent.Add(received.Sub(sent) / 2)
+	off := store.Sub(mid)
+	e.offset.Store(int64(off))
+	e.cfg.Metrics.StoreClockOffset.Set(off.Seconds())
+}
+
+func (e *Elector) sawLeader(l Lease) {
+	e.mu.Lock()
+	changed := l != e.seen
+	if changed {
+		e.seen = l
+	}
+	e.mu.Unlock()
+	if !changed {
+		return
+	}
+	e.cfg.Metrics.LeaseEpoch.Set(float64(l.Epoch))
+	if e.cfg.OnNewLeader != nil {
+		e.cfg.OnNewLeader(l)
+	}
+}
+
+// Run takes part in the election until ctx is done. On return this replica
+// no longer leads, and a lease it held has been released.
+func (e *Elector) Run(ctx context.Context) error {
+	wctx, cancel := context.WithCancel(ctx)
+	watch := e.cfg.Backend.Watch(wctx)
+	defer func() {
+		cancel()
+		for range watch { //nolint:revive // drain until the backend closes it
+		}
+	}()
+	for {
+		ld := e.standby(ctx, watch)
+		if ld == nil {
+			return nil
+		}
+		e.lead(ctx, ld)
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// standby tries to acquire until it succeeds (returning the new term) or
+// ctx is done (returning nil).
+func (e *Elector) standby(ctx context.Context, watch <-chan struct{}) *Leadership {
+	m := e.cfg.Metrics
+	m.setStandby(true)
+	defer m.setStandby(false)
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		sent := e.clock.Now()
+		g, err := e.cfg.Backend.Acquire(ctx, e.cfg.Holder, e.lease.TTL)
+		recv := e.clock.Now()
+		m.RenewalLatency.Observe(recv.Sub(sent).Seconds())
+		wait := e.lease.Retry
+		var held *HeldError
+		switch {
+		case err == nil:
+			e.observeStoreTime(g.StoreTime, sent, recv)
+			return newLeadership(g.Lease, e.clock, sent.Add(e.lease.TTL-e.lease.SafetyMargin))
+		case errors.As(err, &held):
+			e.sawLeader(held.Leader.Lease)
+			// Wake when the lease would expire if its holder stopped
+			// renewing: a crashed leader is replaced within one TTL even
+			// where the store sends no expiry notification.
+			wait = min(held.Leader.TTL+time.Millisecond, e.lease.TTL)
+		case ctx.Err() != nil:
+			return nil
+		default:
+			e.log.Warn("lease acquire failed", "err", err)
+		}
+		t := e.clock.NewTimer(max(wait, time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-watch:
+			t.Stop()
+		case <-t.Chan():
+		}
+	}
+}
+
+type renewResult struct {
+	g          Grant
+	err        error
+	sent, recv time.Time
+}
+
+// lead runs one leadership term until it ends.
+func (e *Elector) lead(ctx context.Context, ld *Leadership) {
+	m := e.cfg.Metrics
+	log := e.log.With("epoch", int64(ld.Lease.Epoch))
+	e.mu.Lock()
+	e.leading = ld
+	e.mu.Unlock()
+	m.LeadershipChanges.Inc()
+	m.IsLeader.Set(1)
+	log.Info("became leader", "trusted_until", ld.Deadline())
+	e.sawLeader(ld.Lease)
+
+	leadCtx, cancelLead := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	if e.cfg.OnStartedLeading != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.cfg.OnStartedLeading(leadCtx, ld)
+		}()
+	}
+
+	var (
+		renewWG  sync.WaitGroup
+		resCh    chan renewResult
+		cancelRq context.CancelFunc = func() {}
+		renewAt                     = e.clock.Now().Add(e.lease.Renew)
+		release                     = true
+		reason   string
+	)
+	deadline := e.clock.NewTimer(e.clock.Until(ld.Deadline()))
+loop:
+	for {
+		var renewC <-chan time.Time
+		var renewT clockwork.Timer
+		if resCh == nil {
+			renewT = e.clock.NewTimer(max(e.clock.Until(renewAt), 0))
+			renewC = renewT.Chan()
+		}
+		select {
+		case <-ctx.Done():
+			reason = "shutdown"
+		case <-ld.lost:
+			reason, release = "fenced by the store", false
+		case <-deadline.Chan():
+			reason = "lease no longer trusted (renewals failed until the trust deadline)"
+		case <-renewC:
+			resCh = make(chan renewResult, 1)
+			var rctx context.Context
+			rctx, cancelRq = context.WithTimeout(ctx, max(e.clock.Until(ld.Deadline()), time.Millisecond))
+			sent := e.clock.Now()
+			renewWG.Add(1)
+			go func(ch chan renewResult) {
+				defer renewWG.Done()
+				g, err := e.cfg.Backend.Renew(rctx, ld.Lease, e.lease.TTL)
+				ch <- renewResult{g: g, err: err, sent: sent, recv: e.clock.Now()}
+			}(resCh)
+			continue
+		case r := <-resCh:
+			resCh = nil
+			cancelRq()
+			m.RenewalLatency.Observe(r.recv.Sub(r.sent).Seconds())
+			switch {
+			case r.err == nil:
+				e.observeStoreTime(r.g.StoreTime, r.sent, r.recv)
+				ld.setDeadline(r.sent.Add(e.lease.TTL - e.lease.SafetyMargin))
+				deadline.Stop()
+				deadline = e.clock.NewTimer(max(e.clock.Until(ld.Deadline()), 0))
+				renewAt = r.sent.Add(e.lease.Renew)
+			case errors.Is(r.err, ErrLeaseLost):
+				reason, release = "lease lost (renewal refused by the store)", false
+				break loop
+			default:
+				log.Warn("lease renewal failed; retrying until the trust deadline", "err", r.err, "trusted_until", ld.Deadline())
+				renewAt = e.clock.Now().Add(max(e.lease.Renew/4, time.Millisecond))
+			}
+			continue
+		}
+		if renewT != nil {
+			renewT.Stop()
+		}
+		break
+	}
+	deadline.Stop()
+
+	// Stop firing first, then wait for the firing loop (and an in-flight
+	// claim) to finish, then hand the lease over.
+	ld.untrust()
+	m.IsLeader.Set(0)
+	cancelLead()
+	cancelRq()
+	wg.Wait()
+	renewWG.Wait()
+	e.mu.Lock()
+	e.leading = nil
+	e.mu.Unlock()
+	if release {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.lease.ReleaseTimeout)
+		err := e.cfg.Backend.Release(rctx, ld.Lease)
+		cancel()
+		switch {
+		case err == nil:
+			log.Info("released lease")
+		case errors.Is(err, ErrLeaseLost):
+		default:
+			log.Warn("lease release failed; a standby takes over when the lease expires", "err", err)
+		}
+	}
+	log.Info("stopped leading", "reason", reason)
+	if e.cfg.OnStoppedLeading != nil {
+		e.cfg.OnStoppedLeading(ld.Lease)
+	}
+}

@@ -1,0 +1,144 @@
+package onetick
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the scheduler's Prometheus metrics. Create them with
+// NewMetrics on a Registerer of the caller's choosing; a library never
+// registers on the global registry by itself.
+type Metrics struct {
+	LeadershipChanges prometheus.Counter
+	DuplicateTicks    *prometheus.CounterVec
+	FencedTicks       *prometheus.CounterVec
+	MissedTicks       *prometheus.CounterVec
+	CatchupTicks      *prometheus.CounterVec
+	EnqueuedTicks     *prometheus.CounterVec
+	DeliveryErrors    *prometheus.CounterVec
+	IsLeader          prometheus.Gauge
+	LeaseEpoch        prometheus.Gauge
+	RenewalLatency    prometheus.Histogram
+	TickDelay         prometheus.Histogram
+	LastFiredSlot     *prometheus.GaugeVec
+	StoreClockOffset  prometheus.Gauge
+
+	mu           sync.Mutex
+	standbyTotal time.Duration
+	standbySince time.Time // zero while leading or stopped
+	now          func() time.Time
+}
+
+// NewMetrics creates the metrics and registers them on reg (nil: not
+// registered, useful in tests).
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		LeadershipChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "scheduler_leadership_changes_total",
+			Help: "Times this replica became leader. Summed over replicas it counts leadership changes.",
+		}),
+		DuplicateTicks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scheduler_duplicate_ticks_total",
+			Help: "Claims the store refused because the tick was already claimed.",
+		}, []string{"job"}),
+		FencedTicks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scheduler_fenced_ticks_total",
+			Help: "Claims the store refused because they came from a superseded leader (stale epoch).",
+		}, []string{"job"}),
+		MissedTicks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scheduler_missed_ticks_total",
+			Help: "Slots skipped: older than the grace (prefer missed) or beyond max_catchup (prefer duplicate).",
+		}, []string{"job"}),
+		CatchupTicks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scheduler_catchup_ticks_total",
+			Help: "Missed slots fired late by catch-up.",
+		}, []string{"job"}),
+		EnqueuedTicks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scheduler_ticks_enqueued_total",
+			Help: "Ticks claimed and enqueued by this replica.",
+		}, []string{"job"}),
+		DeliveryErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scheduler_delivery_errors_total",
+			Help: "Claimed ticks that an external sink failed to accept.",
+		}, []string{"job"}),
+		IsLeader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "scheduler_is_leader",
+			Help: "1 while this replica holds the lease and trusts it, else 0.",
+		}),
+		LeaseEpoch: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "scheduler_lease_epoch",
+			Help: "Epoch (fencing token) of the newest leadership term this replica has seen.",
+		}),
+		RenewalLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "scheduler_renewal_latency_seconds",
+			Help:    "Round-trip time of lease acquire and renew calls.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+		TickDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "scheduler_tick_delay_seconds",
+			Help:    "Store time at enqueue minus the tick's scheduled slot.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
+		LastFiredSlot: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "scheduler_last_fired_slot_timestamp_seconds",
+			Help: "Scheduled slot of the last tick this replica enqueued, Unix seconds.",
+		}, []string{"job"}),
+		StoreClockOffset: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "scheduler_store_clock_offset_seconds",
+			Help: "Store clock minus this replica's clock, measured at each lease round trip.",
+		}),
+		now: time.Now,
+	}
+	standby := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "scheduler_standby_seconds_total",
+		Help: "Seconds this replica spent running as a standby.",
+	}, func() float64 { return m.standbySeconds() })
+	if reg != nil {
+		for _, c := range []prometheus.Collector{
+			m.LeadershipChanges, m.DuplicateTicks, m.FencedTicks, m.MissedTicks,
+			m.CatchupTicks, m.EnqueuedTicks, m.DeliveryErrors, m.IsLeader, m.LeaseEpoch,
+			m.RenewalLatency, m.TickDelay, m.LastFiredSlot, m.StoreClockOffset, standby,
+		} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) standbySeconds() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := m.standbyTotal
+	if !m.standbySince.IsZero() {
+		d += m.now().Sub(m.standbySince)
+	}
+	return d.Seconds()
+}
+
+// setStandby starts or stops the standby-time accounting.
+func (m *Metrics) setStandby(on bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	if !m.standbySince.IsZero() {
+		m.standbyTotal += now.Sub(m.standbySince)
+		m.standbySince = time.Time{}
+	}
+	if on {
+		m.standbySince = now
+	}
+}
+
+// initJob makes the per-job series exist at zero, so that increase() sees
+// the first event and dashboards list every job.
+func (m *Metrics) initJob(job string) {
+	m.DuplicateTicks.WithLabelValues(job)
+	m.FencedTicks.WithLabelValues(job)
+	m.MissedTicks.WithLabelValues(job)
+	m.CatchupTicks.WithLabelValues(job)
+	m.EnqueuedTicks.WithLabelValues(job)
+}

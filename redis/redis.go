@@ -1,0 +1,350 @@
+// Package redis is the onetick backend on Redis (go-redis v9, Lua scripts).
+//
+// Keys, all under a configurable prefix (default "onetick") so several
+// independent scheduler groups can share one Redis:
+//
+//	<prefix>:leader      the lease, "holder|epoch", with a PX expiry
+//	<prefix>:epoch       the epoch counter (INCR on every acquisition)
+//	<prefix>:terms       leadership history, newest first (JSON, capped)
+//	<prefix>:last        hash: job -> last-fired slot (Unix ms)
+//	<prefix>:tick:<id>   per-tick record, first writer wins, with retention
+//	<prefix>:released    pub/sub channel: a lease was released
+//
+// Streams use the key each job names. Every multi-key operation is one Lua
+// script, so it is atomic on a single Redis server (with or without
+// replicas and Sentinel). Redis Cluster is not supported: the keys of one
+// claim live in different hash slots.
+//
+// What Redis does not give: a failover to a replica that had not yet
+// received the lease or a claim (replication is asynchronous) can hand the
+// lease to a second replica or forget a claimed tick; a restart without
+// persistence forgets everything. See the README's guarantees table.
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/onetick/onetick"
+)
+
+// Options configure a Backend.
+type Options struct {
+	// Prefix of every key; default "onetick".
+	Prefix string
+	// ClockTolerance: a claim for a slot more than this far in the future
+	// by Redis's clock (TIME) is refused as early. Default 100ms.
+	ClockTolerance time.Duration
+	// HistoryLen is how many leadership terms are kept. Default 100.
+	HistoryLen int
+}
+
+// Backend implements onetick.Backend on one Redis server.
+type Backend struct {
+	c      goredis.UniversalClient
+	db     int
+	owns   bool
+	opts   Options
+	leader string
+	epoch  string
+	terms  string
+	last   string
+	chann  string
+}
+
+var _ onetick.Backend = (*Backend)(nil)
+
+// New returns a Backend on an existing client. Close does not close the
+// client.
+func New(c goredis.UniversalClient, opts Options) *Backend {
+	if opts.Prefix == "" {
+		opts.Prefix = "onetick"
+	}
+	if opts.ClockTolerance == 0 {
+		opts.ClockTolerance = 100 * time.Millisecond
+	}
+	if opts.HistoryLen == 0 {
+		opts.HistoryLen = 100
+	}
+	db := 0
+	if cl, ok := c.(*goredis.Client); ok {
+		db = cl.Options().DB
+	}
+	p := opts.Prefix
+	return &Backend{c: c, db: db, opts: opts,
+		leader: p + ":leader", epoch: p + ":epoch", terms: p + ":terms",
+		last: p + ":last", chann: p + ":released"}
+}
+
+// Open connects to the Redis at url (redis:// or rediss:// for TLS, with
+// user, password and database as go-redis's ParseURL accepts them) and
+// returns a Backend that owns the connection.
+func Open(url string, opts Options) (*Backend, error) {
+	o, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis: url %s: %w", MaskURL(url), err)
+	}
+	b := New(goredis.NewClient(o), opts)
+	b.owns = true
+	return b, nil
+}
+
+// MaskURL hides the password of a Redis URL, for logs and errors.
+func MaskURL(url string) string {
+	scheme, rest, ok := strings.Cut(url, "://")
+	if !ok {
+		return url
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return url
+	}
+	user, _, hasPw := strings.Cut(rest[:at], ":")
+	if !hasPw && user != "" {
+		// redis://password@host is how some clients spell a bare password.
+		return scheme + "://xxxxx@" + rest[at+1:]
+	}
+	return scheme + "://" + user + ":xxxxx@" + rest[at+1:]
+}
+
+// Client returns the underlying client.
+func (b *Backend) Client() goredis.UniversalClient { return b.c }
+
+// Prefix returns the key prefix.
+func (b *Backend) Prefix() string { return b.opts.Prefix }
+
+// Close closes the connection if the Backend opened it.
+func (b *Backend) Close() error {
+	if b.owns {
+		return b.c.Close()
+	}
+	return nil
+}
+
+// Ping checks that Redis answers.
+func (b *Backend) Ping(ctx context.Context) error { return b.c.Ping(ctx).Err() }
+
+func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// Acquire implements onetick.Leaser.
+func (b *Backend) Acquire(ctx context.Context, holder string, ttl time.Duration) (onetick.Grant, error) {
+	v, err := acquireScript.Run(ctx, b.c, []string{b.leader, b.epoch, b.terms},
+		holder, ttl.Milliseconds(), b.opts.HistoryLen).Slice()
+	if err != nil {
+		return onetick.Grant{}, err
+	}
+	if v[0].(int64) == 1 {
+		return onetick.Grant{
+			Lease:     onetick.Lease{Holder: holder, Epoch: onetick.Epoch(v[1].(int64))},
+			StoreTime: msTime(v[2].(int64)),
+		}, nil
+	}
+	l, err := onetick.ParseToken(v[1].(string))
+	if err != nil {
+		return onetick.Grant{}, err
+	}
+	pttl := time.Duration(max(v[2].(int64), 0)) * time.Millisecond
+	return onetick.Grant{}, &onetick.HeldError{Leader: onetick.LeaderInfo{Lease: l, TTL: pttl, Held: true}}
+}
+
+// Renew implements onetick.Leaser.
+func (b *Backend) Renew(ctx context.Context, l onetick.Lease, ttl time.Duration) (onetick.Grant, error) {
+	now, err := renewScript.Run(ctx, b.c, []string{b.leader, b.terms},
+		l.Token(), ttl.Milliseconds(), int64(l.Epoch)).Int64()
+	if errors.Is(err, goredis.Nil) {
+		return onetick.Grant{}, onetick.ErrLeaseLost
+	}
+	if err != nil {
+		return onetick.Grant{}, err
+	}
+	return onetick.Grant{Lease: l, StoreTime: msTime(now)}, nil
+}
+
+// Release implements onetick.Leaser.
+func (b *Backend) Release(ctx context.Context, l onetick.Lease) error {
+	ok, err := releaseScript.Run(ctx, b.c, []string{b.leader, b.terms},
+		l.Token(), int64(l.Epoch), b.chann).Int64()
+	if err != nil {
+		return err
+	}
+	if ok != 1 {
+		return onetick.ErrLeaseLost
+	}
+	return nil
+}
+
+// Leader implements onetick.Leaser.
+func (b *Backend) Leader(ctx context.Context) (onetick.LeaderInfo, error) {
+	v, err := leaderScript.Run(ctx, b.c, []string{b.leader}).Slice()
+	if err != nil {
+		return onetick.LeaderInfo{}, err
+	}
+	s, ok := v[0].(string)
+	if !ok {
+		return onetick.LeaderInfo{}, nil
+	}
+	l, err := onetick.ParseToken(s)
+	if err != nil {
+		return onetick.LeaderInfo{}, err
+	}
+	return onetick.LeaderInfo{Lease: l, TTL: time.Duration(max(v[1].(int64), 0)) * time.Millisecond, Held: true}, nil
+}
+
+// Watch implements onetick.Leaser: it subscribes to the release channel
+// and to keyspace notifications of the lease key. The latter arrive only
+// where Redis has notify-keyspace-events enabled for generic and expired
+// events (for example "Kgx"); without them a standby still takes over at
+// the lease's expiry instant, which it learns from PTTL.
+func (b *Backend) Watch(ctx context.Context) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	ps := b.c.Subscribe(ctx, b.chann, "__keyspace@"+strconv.Itoa(b.db)+"__:"+b.leader)
+	go func() {
+		defer close(out)
+		defer ps.Close()
+		ch := ps.Channel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case msg, ok := <-ch:
+				if !ok {
+					return
+				}
+				if msg.Channel != b.chann && msg.Payload != "del" && msg.Payload != "expired" {
+					continue
+				}
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// Claim implements onetick.Claimer.
+func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Tick) (onetick.ClaimResult, error) {
+	keys := make([]string, 3, 3+2*len(ticks))
+	keys[0], keys[1], keys[2] = b.leader, b.last, b.terms
+	args := make([]any, 4, 4+7*len(ticks))
+	args[0], args[1], args[2], args[3] = l.Token(), b.opts.ClockTolerance.Milliseconds(), int64(l.Epoch), l.Holder
+	prefix := b.opts.Prefix + ":tick:"
+	for _, t := range ticks {
+		id := t.ID()
+		keys = append(keys, prefix+id, t.Stream)
+		ooo := "0"
+		if t.OutOfOrder {
+			ooo = "1"
+		}
+		args = append(args, t.Job, int64(t.Slot), id, t.Payload, max(t.Retention.Milliseconds(), 1), t.MaxLen, ooo)
+	}
+	v, err := claimScript.Run(ctx, b.c, keys, args...).Int64Slice()
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "FENCED") {
+			return onetick.ClaimResult{}, onetick.ErrFenced
+		}
+		return onetick.ClaimResult{}, err
+	}
+	if len(v) != len(ticks)+1 {
+		return onetick.ClaimResult{}, fmt.Errorf("redis: claim returned %d values for %d ticks", len(v), len(ticks))
+	}
+	res := onetick.ClaimResult{StoreTime: msTime(v[0]), Outcomes: make([]onetick.Outcome, len(ticks))}
+	for i, o := range v[1:] {
+		res.Outcomes[i] = onetick.Outcome(o)
+	}
+	return res, nil
+}
+
+// LastFired implements onetick.Claimer.
+func (b *Backend) LastFired(ctx context.Context, jobs []string) (map[string]onetick.Slot, error) {
+	out := make(map[string]onetick.Slot, len(jobs))
+	if len(jobs) == 0 {
+		return out, nil
+	}
+	v, err := b.c.HMGet(ctx, b.last, jobs...).Result()
+	if err != nil {
+		return nil, err
+	}
+	for i, x := range v {
+		s, ok := x.(string)
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("redis: last-fired slot of %q: %w", jobs[i], err)
+		}
+		out[jobs[i]] = onetick.Slot(n)
+	}
+	return out, nil
+}
+
+// Time implements onetick.Claimer.
+func (b *Backend) Time(ctx context.Context) (time.Time, error) { return b.c.Time(ctx).Result() }
+
+type termJSON struct {
+	Epoch  int64  `json:"epoch"`
+	Holder string `json:"holder"`
+	Start  int64  `json:"start"`
+	End    int64  `json:"end"`
+	Reason string `json:"reason"`
+}
+
+// History implements onetick.Backend.
+func (b *Backend) History(ctx context.Context, n int) ([]onetick.Term, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	raw, err := b.c.LRange(ctx, b.terms, 0, int64(n-1)).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]onetick.Term, 0, len(raw))
+	for _, r := range raw {
+		var t termJSON
+		if err := jsonUnmarshal(r, &t); err != nil {
+			return nil, fmt.Errorf("redis: leadership history entry %q: %w", r, err)
+		}
+		term := onetick.Term{Epoch: onetick.Epoch(t.Epoch), Holder: t.Holder, Start: msTime(t.Start), Reason: onetick.EndReason(t.Reason)}
+		if t.End != 0 {
+			term.End = msTime(t.End)
+		}
+		out = append(out, term)
+	}
+	return out, nil
+}
+
+// ReadStream returns the entries of a stream, oldest first (count <= 0:
+// all of them).
+func (b *Backend) ReadStream(ctx context.Context, key string, count int64) ([]onetick.TickRecord, error) {
+	var msgs []goredis.XMessage
+	var err error
+	if count > 0 {
+		msgs, err = b.c.XRangeN(ctx, key, "-", "+", count).Result()
+	} else {
+		msgs, err = b.c.XRange(ctx, key, "-", "+").Result()
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]onetick.TickRecord, len(msgs))
+	for i, m := range msgs {
+		out[i] = recordOf(m)
+	}
+	return out, nil
+}
+
+func recordOf(m goredis.XMessage) onetick.TickRecord {
+	str := func(k string) string { s, _ := m.Values[k].(string); return s }
+	slot, _ := strconv.ParseInt(str("slot"), 10, 64)
+	epoch, _ := strconv.ParseInt(str("epoch"), 10, 64)
+	return onetick.TickRecord{ID: m.ID, Job: str("job"), Slot: onetick.Slot(slot), Tick: str("tick"),
+		Epoch: onetick.Epoch(epoch), Replica: str("replica"), Payload: str("payload")}
+}

@@ -1,0 +1,479 @@
+package onetick
+
+import (
+	"container/heap"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Schedule yields a job's slots. Package cron implements it; any type whose
+// Next is deterministic (same input, same output on every replica) will do.
+type Schedule interface {
+	// Next returns the first slot strictly after t (UTC, millisecond
+	// precision), or the zero time when there is none.
+	Next(t time.Time) time.Time
+}
+
+// counter is implemented by schedules that count slots faster than by
+// calling Next repeatedly (cron.Schedule does).
+type counter interface {
+	Count(a, b time.Time, max int64) int64
+}
+
+// Job is one periodic job.
+type Job struct {
+	Name     string
+	Schedule Schedule
+	// Prefer chooses between a missed and a duplicate tick. Default
+	// PreferMissed.
+	Prefer Prefer
+	// Grace: with PreferMissed, a slot that came due while no leader fired
+	// is still fired if it is at most Grace old. Default twice the lease TTL,
+	// so an ordinary failover loses nothing.
+	Grace time.Duration
+	// MaxCatchup bounds how many late slots one wake-up fires for this job;
+	// older ones are skipped and counted as missed. Default 100.
+	MaxCatchup int
+	// Stream is the key of the stream the job's ticks are appended to.
+	// Default "onetick:stream:<name>".
+	Stream string
+	// MaxLen trims the stream approximately to this many entries (Redis
+	// XADD MAXLEN ~). Zero keeps every entry.
+	MaxLen int64
+	// Payload is the job's JSON payload, copied into every tick. Default {}.
+	Payload string
+}
+
+// Config configures a Scheduler.
+type Config struct {
+	Backend Backend
+	// Replica is this replica's holder identity; default DefaultHolder().
+	Replica string
+	Jobs    []Job
+	Lease   LeaseConfig
+	// ClaimBatch is the most ticks sent to the store in one call. Default
+	// 2000: large enough that 10,000 jobs due together cost five round
+	// trips, small enough that one call does not block Redis for long.
+	ClaimBatch int
+	// Sink, if set, receives every claimed tick after the store accepted it.
+	Sink       Sink
+	Clock      clockwork.Clock       // default the real clock
+	Logger     *slog.Logger          // default slog.Default()
+	Registerer prometheus.Registerer // nil: metrics are not registered
+	// Metrics, if set, is used instead of creating metrics on Registerer.
+	Metrics *Metrics
+	// OnNewLeader is passed to the elector.
+	OnNewLeader func(Lease)
+}
+
+// Validate checks cfg, naming the field that is wrong. It does not modify
+// cfg.
+func (c *Config) Validate() error {
+	if c.Backend == nil {
+		return configErr("backend", "is required")
+	}
+	if err := c.Lease.Validate(); err != nil {
+		return err
+	}
+	if c.ClaimBatch < 0 {
+		return configErr("claim_batch", "must not be negative")
+	}
+	seen := map[string]int{}
+	for i, j := range c.Jobs {
+		f := func(name string) string {
+			if j.Name == "" {
+				return "jobs[" + itoa(i) + "]." + name
+			}
+			return "jobs[" + j.Name + "]." + name
+		}
+		if err := validName(j.Name); err != nil {
+			return configErr(f("name"), "%v", err)
+		}
+		if k, dup := seen[j.Name]; dup {
+			return configErr(f("name"), "duplicate job name (also jobs[%d])", k)
+		}
+		seen[j.Name] = i
+		if j.Schedule == nil {
+			return configErr(f("schedule"), "is required")
+		}
+		switch j.Prefer {
+		case "", PreferMissed, PreferDuplicate:
+		default:
+			return configErr(f("prefer"), "must be %q or %q, got %q", PreferMissed, PreferDuplicate, j.Prefer)
+		}
+		if j.Grace < 0 {
+			return configErr(f("grace"), "must not be negative")
+		}
+		if j.MaxCatchup < 0 {
+			return configErr(f("max_catchup"), "must not be negative")
+		}
+		if j.MaxLen < 0 {
+			return configErr(f("max_len"), "must not be negative")
+		}
+		if j.Payload != "" && !json.Valid([]byte(j.Payload)) {
+			return configErr(f("payload"), "is not valid JSON")
+		}
+	}
+	return nil
+}
+
+func validName(n string) error {
+	if n == "" {
+		return errors.New("is required")
+	}
+	if len(n) > 200 {
+		return errors.New("is longer than 200 bytes")
+	}
+	if strings.IndexFunc(n, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return errors.New("must not contain spaces or control characters")
+	}
+	return nil
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// Scheduler fires jobs while its replica leads.
+type Scheduler struct {
+	cfg     Config
+	lease   LeaseConfig
+	elector *Elector
+	metrics *Metrics
+	log     *slog.Logger
+	clock   clockwork.Clock
+	jobs    []*jobState
+}
+
+type jobState struct {
+	Job
+	retention time.Duration
+	cursor    Slot // last slot fired or accounted for
+	next      Slot // first slot after cursor
+	planTop   Slot // newest slot of the last plan; older planned slots are catch-up
+	index     int  // heap index
+}
+
+// New validates cfg and builds a Scheduler.
+func New(cfg Config) (*Scheduler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	lease := cfg.Lease.WithDefaults()
+	if cfg.Clock == nil {
+		cfg.Clock = clockwork.NewRealClock()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Replica == "" {
+		cfg.Replica = DefaultHolder()
+	}
+	if cfg.ClaimBatch == 0 {
+		cfg.ClaimBatch = 2000
+	}
+	m := cfg.Metrics
+	if m == nil {
+		var err error
+		if m, err = NewMetrics(cfg.Registerer); err != nil {
+			return nil, err
+		}
+	}
+	m.now = cfg.Clock.Now
+	s := &Scheduler{cfg: cfg, lease: lease, metrics: m, clock: cfg.Clock,
+		log: cfg.Logger.With("replica", cfg.Replica)}
+	for _, j := range cfg.Jobs {
+		if j.Prefer == "" {
+			j.Prefer = PreferMissed
+		}
+		if j.Grace == 0 {
+			j.Grace = 2 * lease.TTL
+		}
+		if j.MaxCatchup == 0 {
+			j.MaxCatchup = 100
+		}
+		if j.Stream == "" {
+			j.Stream = "onetick:stream:" + j.Name
+		}
+		if j.Payload == "" {
+			j.Payload = "{}"
+		}
+		m.initJob(j.Name)
+		s.jobs = append(s.jobs, &jobState{Job: j})
+	}
+	e, err := NewElector(ElectorConfig{
+		Backend: cfg.Backend, Holder: cfg.Replica, Lease: cfg.Lease, Clock: cfg.Clock,
+		Logger: cfg.Logger, Metrics: m, OnStartedLeading: s.lead, OnNewLeader: cfg.OnNewLeader,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.elector = e
+	return s, nil
+}
+
+// Run takes part in the election and fires due ticks while leading, until
+// ctx is done. On return the lease is released.
+func (s *Scheduler) Run(ctx context.Context) error { return s.elector.Run(ctx) }
+
+// Elector returns the scheduler's elector.
+func (s *Scheduler) Elector() *Elector { return s.elector }
+
+// Metrics returns the scheduler's metrics.
+func (s *Scheduler) Metrics() *Metrics { return s.metrics }
+
+// Jobs returns the jobs with their defaults applied.
+func (s *Scheduler) Jobs() []Job {
+	out := make([]Job, len(s.jobs))
+	for i, j := range s.jobs {
+		out[i] = j.Job
+	}
+	return out
+}
+
+// storeNow is this replica's best estimate of the store's clock.
+func (s *Scheduler) storeNow() time.Time { return s.clock.Now().Add(s.elector.ClockOffset()) }
+
+// lead is the firing loop of one leadership term.
+func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
+	log := s.log.With("epoch", int64(ld.Lease.Epoch))
+	if len(s.jobs) == 0 {
+		<-ctx.Done()
+		return
+	}
+	last, ok := s.loadCursors(ctx, ld, log)
+	if !ok {
+		return
+	}
+	now := SlotOf(s.storeNow())
+	h := make(jobHeap, 0, len(s.jobs))
+	for _, j := range s.jobs {
+		if c, ok := last[j.Name]; ok {
+			j.cursor = c
+		} else {
+			// No history: start from now, never backfill.
+			j.cursor = now
+		}
+		j.retention = retentionFor(j.Schedule, now, s.lease.TTL)
+		j.next = nextSlot(j.Schedule, j.cursor)
+		h = append(h, j)
+	}
+	heap.Init(&h)
+	minWait := time.Duration(0)
+	for {
+		if h[0].next == noSlot {
+			<-ctx.Done()
+			return
+		}
+		wait := max(s.clock.Until(h[0].next.Time().Add(-s.elector.ClockOffset())), minWait)
+		if wait > 0 {
+			t := s.clock.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.Chan():
+			}
+		} else if ctx.Err() != nil {
+			return
+		}
+		now := SlotOf(s.storeNow())
+		var due []*jobState
+		for len(h) > 0 && h[0].next != noSlot && h[0].next <= now {
+			due = append(due, heap.Pop(&h).(*jobState))
+		}
+		var ticks []Tick
+		for _, j := range due {
+			ticks = append(ticks, s.plan(j, now, log)...)
+		}
+		early, fenced := s.claim(ctx, ld, ticks, log)
+		for _, j := range due {
+			j.next = nextSlot(j.Schedule, j.cursor)
+			heap.Push(&h, j)
+		}
+		if fenced || !ld.Trusted() {
+			return
+		}
+		minWait = 0
+		if early {
+			minWait = 5 * time.Millisecond
+		}
+	}
+}
+
+// loadCursors reads the persisted last-fired slots, retrying while the
+// lease is trusted.
+func (s *Scheduler) loadCursors(ctx context.Context, ld *Leadership, log *slog.Logger) (map[string]Slot, bool) {
+	names := make([]string, len(s.jobs))
+	for i, j := range s.jobs {
+		names[i] = j.Name
+	}
+	for {
+		last, err := s.cfg.Backend.LastFired(ctx, names)
+		if err == nil {
+			return last, true
+		}
+		if ctx.Err() != nil || !ld.Trusted() {
+			return nil, false
+		}
+		log.Warn("reading last-fired slots failed; retrying", "err", err)
+		t := s.clock.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, false
+		case <-t.Chan():
+		}
+	}
+}
+
+// plan returns the ticks to claim for j at store time now, applying the
+// job's preference to slots that are late, and moves j.cursor past the
+// slots it skips.
+func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger) []Tick {
+	c := j.cursor
+	lo := c // fire slots in (lo, now]
+	if j.Prefer == PreferMissed {
+		lo = max(c, now-Slot(j.Grace.Milliseconds())-1)
+	}
+	slots := lastSlots(j.Schedule, lo, now, j.MaxCatchup)
+	if len(slots) == 0 {
+		return nil
+	}
+	// Everything in (c, slots[0]) is skipped.
+	if skipped := countSlots(j.Schedule, c, slots[0]-1, maxCount); skipped > 0 {
+		s.metrics.MissedTicks.WithLabelValues(j.Name).Add(float64(skipped))
+		first := nextSlot(j.Schedule, c)
+		attrs := []any{"job", j.Name, "prefer", string(j.Prefer), "from", first.String(),
+			"to", prevSlotBefore(j.Schedule, c, slots[0]).String(), "skipped", skipped}
+		if skipped >= maxCount {
+			attrs = append(attrs, "skipped_at_least", true)
+		}
+		log.Warn("gap: slots skipped", attrs...)
+	}
+	if n := len(slots) - 1; n > 0 {
+		log.Info("catching up late slots", "job", j.Name, "from", slots[0].String(), "count", n)
+	}
+	j.planTop = slots[len(slots)-1]
+	ticks := make([]Tick, len(slots))
+	for i, sl := range slots {
+		ticks[i] = Tick{Job: j.Name, Slot: sl, Stream: j.Stream, Payload: j.Payload,
+			Retention: j.retention, MaxLen: j.MaxLen}
+	}
+	return ticks
+}
+
+// claim sends ticks to the store in batches and accounts for the outcomes.
+// It reports whether any tick was early and whether the store fenced this
+// leader.
+func (s *Scheduler) claim(ctx context.Context, ld *Leadership, ticks []Tick, log *slog.Logger) (early, fenced bool) {
+	byName := make(map[string]*jobState, len(s.jobs))
+	for _, j := range s.jobs {
+		byName[j.Name] = j
+	}
+	// A claim in flight is finished even when leadership is being given up:
+	// its outcome must be known and accounted for.
+	cctx := context.WithoutCancel(ctx)
+	for len(ticks) > 0 {
+		n := min(len(ticks), s.cfg.ClaimBatch)
+		batch := ticks[:n]
+		if !ld.Trusted() {
+			return early, false
+		}
+		rctx, cancel := context.WithTimeout(cctx, max(s.clock.Until(ld.Deadline()), time.Millisecond))
+		sent := s.clock.Now()
+		res, err := s.cfg.Backend.Claim(rctx, ld.Lease, batch)
+		recv := s.clock.Now()
+		cancel()
+		switch {
+		case errors.Is(err, ErrFenced):
+			for _, t := range batch {
+				s.metrics.FencedTicks.WithLabelValues(t.Job).Inc()
+			}
+			log.Error("claim fenced by the store: this replica's lease was superseded; stepping down", "ticks", len(batch))
+			ld.Lose()
+			return early, true
+		case err != nil:
+			// The claim's fate is unknown. Retrying is safe: the store
+			// recognises a tick this same term already claimed.
+			log.Warn("claim failed; retrying while the lease is trusted", "err", err, "ticks", len(batch))
+			if ctx.Err() != nil && !ld.Trusted() {
+				return early, false
+			}
+			t := s.clock.NewTimer(50 * time.Millisecond)
+			<-t.Chan()
+			continue
+		}
+		s.elector.observeStoreTime(res.StoreTime, sent, recv)
+		var delivered []TickRecord
+		for i, t := range batch {
+			j := byName[t.Job]
+			switch res.Outcomes[i] {
+			case Claimed:
+				s.metrics.EnqueuedTicks.WithLabelValues(t.Job).Inc()
+				s.metrics.TickDelay.Observe(res.StoreTime.Sub(t.Slot.Time()).Seconds())
+				s.metrics.LastFiredSlot.WithLabelValues(t.Job).Set(float64(t.Slot) / 1000)
+				if t.Slot < j.planTop {
+					s.metrics.CatchupTicks.WithLabelValues(t.Job).Inc()
+				}
+				j.cursor = max(j.cursor, t.Slot)
+				if s.cfg.Sink != nil {
+					delivered = append(delivered, TickRecord{Job: t.Job, Slot: t.Slot, Tick: t.ID(),
+						Epoch: ld.Lease.Epoch, Replica: ld.Lease.Holder, Payload: t.Payload})
+				}
+			case Duplicate:
+				s.metrics.DuplicateTicks.WithLabelValues(t.Job).Inc()
+				log.Warn("duplicate tick refused by the store", "job", t.Job, "slot", t.Slot.String())
+				j.cursor = max(j.cursor, t.Slot)
+			case Early:
+				early = true
+				log.Warn("store refused an early tick: this replica's clock runs ahead of the store's",
+					"job", t.Job, "slot", t.Slot.String(), "store_time", res.StoreTime)
+			}
+		}
+		if len(delivered) > 0 {
+			if err := s.cfg.Sink.Deliver(cctx, delivered); err != nil {
+				for _, r := range delivered {
+					s.metrics.DeliveryErrors.WithLabelValues(r.Job).Inc()
+				}
+				log.Error("sink delivery failed", "err", err, "ticks", len(delivered))
+			}
+		}
+		ticks = ticks[n:]
+	}
+	return early, false
+}
+
+// retentionFor is how long per-tick records live: three intervals of the
+// schedule, and at least three lease TTLs.
+func retentionFor(s Schedule, now Slot, ttl time.Duration) time.Duration {
+	a := nextSlot(s, now)
+	b := nextSlot(s, a)
+	d := time.Duration(b-a) * time.Millisecond
+	if a == noSlot || b == noSlot {
+		d = 0
+	}
+	return max(3*d, 3*ttl, time.Minute)
+}
+
+type jobHeap []*jobState
+
+func (h jobHeap) Len() int { return len(h) }
+func (h jobHeap) Less(i, k int) bool {
+	return uint64(h[i].next) < uint64(h[k].next) // noSlot (-1) sorts last
+}
+func (h jobHeap) Swap(i, k int) { h[i], h[k] = h[k], h[i]; h[i].index = i; h[k].index = k }
+func (h *jobHeap) Push(x any)   { j := x.(*jobState); j.index = len(*h); *h = append(*h, j) }
+func (h *jobHeap) Pop() any {
+	old := *h
+	j := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return j
+}

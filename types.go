@@ -1,0 +1,170 @@
+package onetick
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Slot is a scheduled instant: Unix milliseconds, UTC. Every replica derives
+// the same slots from the same schedule, so a slot (with its job) identifies a
+// tick regardless of which replica fires it or what that replica's clock says.
+type Slot int64
+
+// SlotOf converts t to a Slot (millisecond precision, truncating).
+func SlotOf(t time.Time) Slot { return Slot(t.UnixMilli()) }
+
+// Time returns the slot as a UTC time.
+func (s Slot) Time() time.Time { return time.UnixMilli(int64(s)).UTC() }
+
+// String formats the slot as RFC 3339 with milliseconds.
+func (s Slot) String() string { return s.Time().Format("2006-01-02T15:04:05.000Z07:00") }
+
+// TickID is the identity of the tick of job at slot: "job:unixmillis".
+func TickID(job string, slot Slot) string {
+	return job + ":" + strconv.FormatInt(int64(slot), 10)
+}
+
+// Epoch is the fencing token of a leadership term. It increases by one with
+// every successful acquisition and is never reused, so a larger epoch always
+// means a more recent leader.
+type Epoch int64
+
+// Lease identifies one leadership term: who holds it and with which epoch.
+// The store holds the lease as "holder|epoch"; every fenced operation
+// compares the whole value, so a holder that lost the lease and later
+// re-acquired it cannot act with its old term.
+type Lease struct {
+	Holder string
+	Epoch  Epoch
+}
+
+// Token is the value the store holds for the lease.
+func (l Lease) Token() string { return l.Holder + "|" + strconv.FormatInt(int64(l.Epoch), 10) }
+
+// ParseToken parses a "holder|epoch" lease value.
+func ParseToken(v string) (Lease, error) {
+	i := strings.LastIndexByte(v, '|')
+	if i < 0 {
+		return Lease{}, fmt.Errorf("onetick: malformed lease value %q", v)
+	}
+	e, err := strconv.ParseInt(v[i+1:], 10, 64)
+	if err != nil {
+		return Lease{}, fmt.Errorf("onetick: malformed lease epoch in %q", v)
+	}
+	return Lease{Holder: v[:i], Epoch: Epoch(e)}, nil
+}
+
+// Grant is the answer of a successful acquire or renew.
+type Grant struct {
+	Lease Lease
+	// StoreTime is the store's own clock when it executed the operation. The
+	// elector uses it to measure the offset between its clock and the store's.
+	StoreTime time.Time
+}
+
+// LeaderInfo describes the current lease as the store sees it.
+type LeaderInfo struct {
+	Lease Lease
+	// TTL is the time the lease has left; zero when there is no leader.
+	TTL time.Duration
+	// Held is false when nobody holds the lease.
+	Held bool
+}
+
+// EndReason says why a leadership term ended.
+type EndReason string
+
+const (
+	EndReleased EndReason = "released" // the holder released the lease
+	EndExpired  EndReason = "expired"  // the lease ran out and someone else acquired it
+	EndFenced   EndReason = "fenced"   // the holder tried to act after its lease was gone
+)
+
+// Term is one leadership term as recorded by the store.
+type Term struct {
+	Epoch  Epoch     `json:"epoch"`
+	Holder string    `json:"holder"`
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end,omitzero"`
+	Reason EndReason `json:"reason,omitempty"`
+}
+
+// Prefer is a job's choice between a missed tick and a duplicate one when a
+// slot's fate is uncertain.
+type Prefer string
+
+const (
+	// PreferMissed (at-most-once, the default): slots that came due while no
+	// leader fired are fired late only within the job's grace; older ones are
+	// skipped, counted and logged as a gap.
+	PreferMissed Prefer = "missed"
+	// PreferDuplicate (at-least-once): every slot since the persisted
+	// last-fired slot is fired, in order, up to MaxCatchup.
+	PreferDuplicate Prefer = "duplicate"
+)
+
+// Tick is one claim request, and after a successful claim one enqueued tick.
+type Tick struct {
+	Job     string
+	Slot    Slot
+	Stream  string // destination stream key (without the backend's prefix)
+	Payload string // JSON
+	// MaxLen trims the stream approximately to this many entries; 0 = never.
+	MaxLen int64
+	// Retention is how long the store keeps the per-tick record.
+	Retention time.Duration
+	// OutOfOrder marks a manual trigger or backfill: the claim skips the
+	// "slot after last fired" rule and does not move the last-fired slot,
+	// relying only on the per-tick record for deduplication.
+	OutOfOrder bool
+}
+
+// ID is the tick's identity.
+func (t Tick) ID() string { return TickID(t.Job, t.Slot) }
+
+// Outcome is what the store said about one tick of a claim.
+type Outcome int
+
+const (
+	// Claimed: recorded and appended to the stream.
+	Claimed Outcome = iota + 1
+	// Duplicate: the tick was claimed before, or its slot is not after the
+	// job's last-fired slot.
+	Duplicate
+	// Early: the slot lies in the future by the store's clock by more than
+	// the tolerance; nothing was written.
+	Early
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Claimed:
+		return "claimed"
+	case Duplicate:
+		return "duplicate"
+	case Early:
+		return "early"
+	}
+	return "unknown"
+}
+
+// ClaimResult is the store's answer to a claim batch.
+type ClaimResult struct {
+	// Outcomes has one entry per requested tick, in request order.
+	Outcomes []Outcome
+	// StoreTime is the store's clock when it executed the claim.
+	StoreTime time.Time
+}
+
+// TickRecord is a tick as a consumer reads it from a stream.
+type TickRecord struct {
+	ID      string `json:"id,omitempty"` // stream entry id, where the sink has one
+	Job     string `json:"job"`
+	Slot    Slot   `json:"slot"`
+	Tick    string `json:"tick"`
+	Epoch   Epoch  `json:"epoch"`
+	Replica string `json:"replica"`
+	Payload string `json:"payload"`
+}
