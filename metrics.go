@@ -24,6 +24,8 @@ type Metrics struct {
 	TickDelay         prometheus.Histogram
 	LastFiredSlot     *prometheus.GaugeVec
 	StoreClockOffset  prometheus.Gauge
+	LeaseTTL          prometheus.Gauge
+	JobInfo           *prometheus.GaugeVec
 
 	mu           sync.Mutex
 	standbyTotal time.Duration
@@ -89,6 +91,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "scheduler_store_clock_offset_seconds",
 			Help: "Store clock minus this replica's clock, measured at each lease round trip.",
 		}),
+		LeaseTTL: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "scheduler_lease_ttl_seconds",
+			Help: "The configured lease TTL; alert rules compare renewal latency with a third of it.",
+		}),
+		JobInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "scheduler_job_info",
+			Help: "Always 1; labels each job with its preference, so alerts can select jobs that prefer missed.",
+		}, []string{"job", "prefer"}),
 		now: time.Now,
 	}
 	standby := prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -99,7 +109,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		for _, c := range []prometheus.Collector{
 			m.LeadershipChanges, m.DuplicateTicks, m.FencedTicks, m.MissedTicks,
 			m.CatchupTicks, m.EnqueuedTicks, m.DeliveryErrors, m.IsLeader, m.LeaseEpoch,
-			m.RenewalLatency, m.TickDelay, m.LastFiredSlot, m.StoreClockOffset, standby,
+			m.RenewalLatency, m.TickDelay, m.LastFiredSlot, m.StoreClockOffset, m.LeaseTTL, m.JobInfo, standby,
 		} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
@@ -135,7 +145,8 @@ func (m *Metrics) setStandby(on bool) {
 
 // initJob makes the per-job series exist at zero, so that increase() sees
 // the first event and dashboards list every job.
-func (m *Metrics) initJob(job string) {
+func (m *Metrics) initJob(job string, prefer Prefer) {
+	m.JobInfo.WithLabelValues(job, string(prefer)).Set(1)
 	m.DuplicateTicks.WithLabelValues(job)
 	m.FencedTicks.WithLabelValues(job)
 	m.MissedTicks.WithLabelValues(job)

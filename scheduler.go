@@ -187,6 +187,7 @@ func New(cfg Config) (*Scheduler, error) {
 		}
 	}
 	m.now = cfg.Clock.Now
+	m.LeaseTTL.Set(lease.TTL.Seconds())
 	s := &Scheduler{cfg: cfg, lease: lease, metrics: m, clock: cfg.Clock,
 		log: cfg.Logger.With("replica", cfg.Replica)}
 	for _, j := range cfg.Jobs {
@@ -205,7 +206,7 @@ func New(cfg Config) (*Scheduler, error) {
 		if j.Payload == "" {
 			j.Payload = "{}"
 		}
-		m.initJob(j.Name)
+		m.initJob(j.Name, j.Prefer)
 		s.jobs = append(s.jobs, &jobState{Job: j})
 	}
 	e, err := NewElector(ElectorConfig{

@@ -251,7 +251,7 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 			}
 			b.seq++
 			s := append(b.streams[t.Stream], onetick.TickRecord{
-				ID: strconv.FormatInt(now.UnixMilli(), 10) + "-" + strconv.FormatInt(b.seq, 10),
+				ID:  strconv.FormatInt(now.UnixMilli(), 10) + "-" + strconv.FormatInt(b.seq, 10),
 				Job: t.Job, Slot: t.Slot, Tick: id, Epoch: l.Epoch, Replica: l.Holder, Payload: t.Payload,
 			})
 			if t.MaxLen > 0 && int64(len(s)) > t.MaxLen {
@@ -297,6 +297,16 @@ func (b *Backend) History(ctx context.Context, n int) ([]onetick.Term, error) {
 	defer b.mu.Unlock()
 	n = min(max(n, 0), len(b.terms))
 	return append([]onetick.Term(nil), b.terms[:n]...), nil
+}
+
+// ForceExpire makes the current lease expire now, as if its holder had
+// paused past its TTL. It is a test hook.
+func (b *Backend) ForceExpire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held {
+		b.expires = b.opts.Clock.Now()
+	}
 }
 
 // Stream returns a copy of the entries of a stream, oldest first.

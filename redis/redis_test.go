@@ -1,0 +1,91 @@
+package redis_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/backendtest"
+	"github.com/onetick/onetick/internal/redistest"
+	"github.com/onetick/onetick/redis"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// harness runs every subtest on a flushed server with keyspace events on.
+func harness(t *testing.T, srv *redistest.Server) backendtest.Harness {
+	return backendtest.Harness{
+		New: func(t *testing.T) onetick.Backend {
+			if err := srv.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			b, err := redis.Open(srv.URL(), redis.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		},
+		Expire: func(t *testing.T, b onetick.Backend) { expire(t, b.(*redis.Backend)) },
+		Stream: func(t *testing.T, b onetick.Backend, key string) []onetick.TickRecord {
+			recs, err := b.(*redis.Backend).ReadStream(context.Background(), key, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return recs
+		},
+	}
+}
+
+// expire lets the lease run out now, as if its holder had paused past the
+// TTL, and waits until Redis has expired it.
+func expire(t *testing.T, b *redis.Backend) {
+	t.Helper()
+	ctx := context.Background()
+	key := b.Prefix() + ":leader"
+	if err := b.Client().PExpire(ctx, key, time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		n, err := b.Client().Exists(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("lease did not expire")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	srv := redistest.Start(t, redistest.KeyspaceEvents())
+	backendtest.Exercise(t, harness(t, srv))
+}
+
+// Without keyspace notifications a standby still takes over at the lease's
+// expiry instant, learned from PTTL.
+func TestConformanceWithoutKeyspaceEvents(t *testing.T) {
+	srv := redistest.Start(t)
+	backendtest.Exercise(t, harness(t, srv))
+}
+
+func TestMaskURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"redis://127.0.0.1:6379/0":        "redis://127.0.0.1:6379/0",
+		"redis://:s3cret@host:6379/0":     "redis://:xxxxx@host:6379/0",
+		"rediss://user:s3cret@host:6380":  "rediss://user:xxxxx@host:6380",
+		"redis://s3cret@host":             "redis://xxxxx@host",
+		"redis://user:p@ss@word@host:1/2": "redis://user:xxxxx@host:1/2",
+		"not a url":                       "not a url",
+	} {
+		if got := redis.MaskURL(in); got != want {
+			t.Errorf("MaskURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
