@@ -76,7 +76,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		RenewalLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "scheduler_renewal_latency_seconds",
 			Help:    "Round-trip time of lease acquire and renew calls.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60},
 		}),
 		TickDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "scheduler_tick_delay_seconds",

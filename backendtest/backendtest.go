@@ -13,12 +13,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/onetick/onetick"
@@ -69,6 +71,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"SchedulerMaxCatchup", testSchedulerMaxCatchup},
 		{"SchedulerNoHistoryStartsNow", testSchedulerNoHistory},
 		{"ThreeReplicas", testThreeReplicas},
+		{"ClockSkew", testClockSkew},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h, newB(t)) })
@@ -839,5 +842,49 @@ func testThreeReplicas(t *testing.T, h Harness, b onetick.Backend) {
 	}
 	if len(epochs) < 4 {
 		t.Errorf("ticks came from %d epochs, want at least 4 (one per leader)", len(epochs))
+	}
+}
+
+// skewedClock is the real clock shifted by a fixed offset.
+type skewedClock struct {
+	clockwork.Clock
+	off time.Duration
+}
+
+func (c skewedClock) Now() time.Time                  { return time.Now().Add(c.off) }
+func (c skewedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c skewedClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
+
+// testClockSkew: a replica whose clock runs ahead or behind the store's by
+// much more than the tolerance fires no tick before its slot by the
+// store's clock, and none twice.
+func testClockSkew(t *testing.T, h Harness, b onetick.Backend) {
+	for _, off := range []time.Duration{700 * time.Millisecond, -700 * time.Millisecond} {
+		stream := fmt.Sprintf("skew%d", off.Milliseconds())
+		rec := newRecorder()
+		start := onetick.SlotOf(time.Now())
+		r := startScheduler(t, onetick.Config{Backend: b, Replica: "skewed", Lease: fastLease, Sink: rec,
+			Clock: skewedClock{clockwork.NewRealClock(), off},
+			Jobs:  []onetick.Job{{Name: stream, Schedule: every(t, "@every 100ms"), Prefer: onetick.PreferDuplicate, Stream: stream}}})
+		rec.waitSlot(t, stream, start+1000)
+		r.stop()
+		recs := h.Stream(t, b, stream)
+		checkContiguous(t, recs, stream, 100)
+		for _, x := range recs {
+			at, err := strconv.ParseInt(strings.SplitN(x.ID, "-", 2)[0], 10, 64)
+			if err != nil {
+				t.Fatalf("entry id %q: %v", x.ID, err)
+			}
+			// The entry id is the store's clock at append (ms). The store
+			// admits at most its tolerance (100ms by default).
+			if onetick.Slot(at) < x.Slot-100 {
+				t.Errorf("offset %s: slot %s enqueued at store time %s, early", off, x.Slot, onetick.Slot(at))
+			}
+		}
+		if off > 0 {
+			if got := testutil.ToFloat64(r.s.Metrics().StoreClockOffset); got > -0.5 {
+				t.Errorf("clock offset metric %v, want about -0.7", got)
+			}
+		}
 	}
 }
