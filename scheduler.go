@@ -262,7 +262,7 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 			// No history: start from now, never backfill.
 			j.cursor = now
 		}
-		j.retention = retentionFor(j.Schedule, now, s.lease.TTL)
+		j.retention = retentionFor(j.Schedule, now)
 		j.next = nextSlot(j.Schedule, j.cursor)
 		h = append(h, j)
 	}
@@ -453,15 +453,17 @@ func (s *Scheduler) claim(ctx context.Context, ld *Leadership, ticks []Tick, log
 }
 
 // retentionFor is how long per-tick records live: three intervals of the
-// schedule, and at least three lease TTLs.
-func retentionFor(s Schedule, now Slot, ttl time.Duration) time.Duration {
+// schedule (the gap after now), at least a second. In-order claims are
+// deduplicated by the last-fired slot for as long as the store keeps it;
+// the records serve claims out of slot order and retried claims.
+func retentionFor(s Schedule, now Slot) time.Duration {
 	a := nextSlot(s, now)
 	b := nextSlot(s, a)
 	d := time.Duration(b-a) * time.Millisecond
 	if a == noSlot || b == noSlot {
 		d = 0
 	}
-	return max(3*d, 3*ttl, time.Minute)
+	return max(3*d, time.Second)
 }
 
 type jobHeap []*jobState

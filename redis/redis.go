@@ -7,7 +7,9 @@
 //	<prefix>:epoch       the epoch counter (INCR on every acquisition)
 //	<prefix>:terms       leadership history, newest first (JSON, capped)
 //	<prefix>:last        hash: job -> last-fired slot (Unix ms)
-//	<prefix>:tick:<id>   per-tick record, first writer wins, with retention
+//	<prefix>:ticks:<min> per-tick records of the slots in one minute (Unix
+//	                     minutes): a hash, tick id -> claiming term, first
+//	                     writer wins, expiring after the ticks' retention
 //	<prefix>:released    pub/sub channel: a lease was released
 //
 // Streams use the key each job names. Every multi-key operation is one Lua
@@ -231,33 +233,39 @@ func (b *Backend) Watch(ctx context.Context) <-chan struct{} {
 
 // Claim implements onetick.Claimer.
 func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Tick) (onetick.ClaimResult, error) {
-	keys := make([]string, 3, 3+2*len(ticks))
-	keys[0], keys[1], keys[2] = b.leader, b.last, b.terms
-	args := make([]any, 4, 4+7*len(ticks))
-	args[0], args[1], args[2], args[3] = l.Token(), b.opts.ClockTolerance.Milliseconds(), int64(l.Epoch), l.Holder
-	prefix := b.opts.Prefix + ":tick:"
-	for _, t := range ticks {
-		id := t.ID()
-		keys = append(keys, prefix+id, t.Stream)
-		ooo := "0"
-		if t.OutOfOrder {
-			ooo = "1"
-		}
-		args = append(args, t.Job, int64(t.Slot), id, t.Payload, max(t.Retention.Milliseconds(), 1), t.MaxLen, ooo)
+	if len(ticks) == 0 {
+		now, err := b.Time(ctx)
+		return onetick.ClaimResult{StoreTime: now}, err
 	}
-	v, err := claimScript.Run(ctx, b.c, keys, args...).Int64Slice()
+	var p packer
+	p.b = make([]byte, 0, 128*len(ticks))
+	p.array(8 * len(ticks))
+	for _, t := range ticks {
+		p.str(t.Job)
+		p.int(int64(t.Slot))
+		p.str(t.ID())
+		p.str(t.Payload)
+		p.int(max(t.Retention.Milliseconds(), 1))
+		p.int(t.MaxLen)
+		p.str(t.Stream)
+		p.bool(t.OutOfOrder)
+	}
+	v, err := claimScript.Run(ctx, b.c, []string{b.leader, b.last, b.terms},
+		l.Token(), b.opts.ClockTolerance.Milliseconds(), int64(l.Epoch), l.Holder, b.opts.Prefix+":ticks:", p.b).Slice()
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "FENCED") {
 			return onetick.ClaimResult{}, onetick.ErrFenced
 		}
 		return onetick.ClaimResult{}, err
 	}
-	if len(v) != len(ticks)+1 {
-		return onetick.ClaimResult{}, fmt.Errorf("redis: claim returned %d values for %d ticks", len(v), len(ticks))
+	now, _ := v[0].(int64)
+	outs, _ := v[1].(string)
+	if len(outs) != len(ticks) {
+		return onetick.ClaimResult{}, fmt.Errorf("redis: claim returned %d outcomes for %d ticks", len(outs), len(ticks))
 	}
-	res := onetick.ClaimResult{StoreTime: msTime(v[0]), Outcomes: make([]onetick.Outcome, len(ticks))}
-	for i, o := range v[1:] {
-		res.Outcomes[i] = onetick.Outcome(o)
+	res := onetick.ClaimResult{StoreTime: msTime(now), Outcomes: make([]onetick.Outcome, len(ticks))}
+	for i := range outs {
+		res.Outcomes[i] = onetick.Outcome(outs[i] - '0')
 	}
 	return res, nil
 }

@@ -86,18 +86,30 @@ return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}
 
 // claimScript claims a batch of ticks atomically.
 //
-// KEYS: leader, last-fired hash, terms, then per tick: tick record, stream.
-// ARGV: token, tolerance ms, epoch, holder, then per tick 7 values:
-// job, slot, tick id, payload, retention ms, maxlen, out-of-order flag.
+// KEYS: leader, last-fired hash, terms. ARGV: token, tolerance ms, epoch,
+// holder, tick-record key prefix, and the batch as MessagePack: an array of
+// 8 values per tick: job, slot, tick id, payload, retention ms, maxlen,
+// stream, out-of-order. (Tick-record keys and streams are not declared in
+// KEYS, which single-server Redis allows; it is one reason Redis Cluster
+// is not supported.)
+//
+// Per-tick records live as fields (tick id -> token of the claiming term)
+// of hashes that bucket slots by the minute, "<prefix><minute>"; a bucket
+// expires once the newest retention of its ticks has passed after the
+// bucket's end, so every record lives at least its retention past its
+// slot. Reading and writing them a thousand at a time leaves one command
+// per tick: the XADD.
 //
 // Fencing first: if the lease is not this token's, nothing is written, the
 // term is marked fenced and the script fails with FENCED. Then per tick:
-// 3 (early) when the slot is beyond the store's time plus tolerance; a tick
-// record already present is 1 when this same term wrote it (a retried
-// claim) and 2 (duplicate) otherwise; an in-order tick whose slot is not
-// after the job's last-fired slot is 2; otherwise the record is written,
-// the last-fired slot moved, the entry appended, and the answer is 1.
-// Returns {store time ms, outcome...}.
+// 3 (early) when the slot is beyond the store's time plus tolerance; 2
+// (duplicate) when an in-order tick's slot is not after the job's
+// last-fired slot, or its tick record exists, unless this same term wrote
+// the record, which makes a retried claim answer 1 without appending
+// again; otherwise the record is written, the entry appended and the
+// answer is 1.
+//
+// Returns {store time ms, outcomes as a string of digits}.
 var claimScript = goredis.NewScript(luaNow + `
 local token = ARGV[1]
 if redis.call('GET', KEYS[1]) ~= token then
@@ -117,50 +129,118 @@ if redis.call('GET', KEYS[1]) ~= token then
 end
 local now = now_ms()
 local limit = now + tonumber(ARGV[2])
-local epoch, holder = ARGV[3], ARGV[4]
-local n = (#ARGV - 4) / 7
-local out = {now}
-local last = {}
-for i = 0, n - 1 do
-  local a = 5 + 7 * i
-  local job, slotArg = ARGV[a], ARGV[a + 1]
+local epoch, holder, prefix = ARGV[3], ARGV[4], ARGV[5]
+local d = cmsgpack.unpack(ARGV[6])
+local BUCKET = 60000
+
+-- Read, a thousand at a time, the last-fired slot of every job and the
+-- record of every tick in the batch.
+local last, rec = {}, {}
+local jobs, seenJob = {}, {}
+local buckets = {}    -- bucket number -> {key, fields, new, expire}
+local order = {}
+local tb = {}         -- tick index -> its bucket
+local lastB, lastBk
+for i = 1, #d, 8 do
+  local job = d[i]
+  if not seenJob[job] then
+    seenJob[job] = true
+    jobs[#jobs + 1] = job
+    if #jobs >= 1000 then
+      local v = redis.call('HMGET', KEYS[2], unpack(jobs))
+      for k = 1, #jobs do last[jobs[k]] = tonumber(v[k]) or -1 end
+      jobs = {}
+    end
+  end
+  local b = math.floor(tonumber(d[i + 1]) / BUCKET)
+  local bk = lastBk
+  if b ~= lastB then
+    bk = buckets[b]
+    if not bk then
+      bk = {key = prefix .. b, fields = {}, new = {}, expire = 0}
+      buckets[b] = bk
+      order[#order + 1] = bk
+    end
+    lastB, lastBk = b, bk
+  end
+  tb[i] = bk
+  local f = bk.fields
+  f[#f + 1] = d[i + 2]
+  local exp = (b + 1) * BUCKET + tonumber(d[i + 4])
+  if exp > bk.expire then bk.expire = exp end
+  if #f >= 1000 then
+    local v = redis.call('HMGET', bk.key, unpack(f))
+    for k = 1, #f do rec[f[k]] = v[k] end
+    bk.fields = {}
+  end
+end
+if #jobs > 0 then
+  local v = redis.call('HMGET', KEYS[2], unpack(jobs))
+  for k = 1, #jobs do last[jobs[k]] = tonumber(v[k]) or -1 end
+end
+for _, bk in ipairs(order) do
+  local f = bk.fields
+  if #f > 0 then
+    local v = redis.call('HMGET', bk.key, unpack(f))
+    for k = 1, #f do rec[f[k]] = v[k] end
+  end
+  bk.fields = nil
+end
+
+local out, moved = {}, {}
+for i = 1, #d, 8 do
+  local job, slotArg, id = d[i], d[i + 1], d[i + 2]
   local slot = tonumber(slotArg)
-  local tickKey, stream = KEYS[4 + 2 * i], KEYS[5 + 2 * i]
+  local ooo = d[i + 7]
+  local r = rec[id]
   local res
   if slot > limit then
-    res = 3
+    res = '3'
+  elseif r then
+    if r == token then res = '1' else res = '2' end
+  elseif (not ooo) and slot <= last[job] then
+    res = '2'
   else
-    local rec = redis.call('GET', tickKey)
-    if rec then
-      if rec == token then res = 1 else res = 2 end
-    else
-      local ooo = ARGV[a + 6] == '1'
-      local lf = last[job]
-      if lf == nil then
-        lf = tonumber(redis.call('HGET', KEYS[2], job)) or -1
-        last[job] = lf
-      end
-      if (not ooo) and slot <= lf then
-        res = 2
-      else
-        redis.call('SET', tickKey, token, 'PX', ARGV[a + 4])
-        if not ooo then
-          redis.call('HSET', KEYS[2], job, slotArg)
-          last[job] = slot
-        end
-        local maxlen = tonumber(ARGV[a + 5])
-        if maxlen > 0 then
-          redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*', 'job', job, 'slot', slotArg,
-            'tick', ARGV[a + 2], 'epoch', epoch, 'replica', holder, 'payload', ARGV[a + 3])
-        else
-          redis.call('XADD', stream, '*', 'job', job, 'slot', slotArg,
-            'tick', ARGV[a + 2], 'epoch', epoch, 'replica', holder, 'payload', ARGV[a + 3])
-        end
-        res = 1
-      end
+    rec[id] = token
+    local new = tb[i].new
+    new[#new + 1] = id
+    new[#new + 1] = token
+    if not ooo then
+      last[job] = slot
+      moved[job] = slotArg
     end
+    if d[i + 5] ~= '0' then
+      redis.call('XADD', d[i + 6], 'MAXLEN', '~', d[i + 5], '*', 'job', job, 'slot', slotArg,
+        'tick', id, 'epoch', epoch, 'replica', holder, 'payload', d[i + 3])
+    else
+      redis.call('XADD', d[i + 6], '*', 'job', job, 'slot', slotArg,
+        'tick', id, 'epoch', epoch, 'replica', holder, 'payload', d[i + 3])
+    end
+    res = '1'
   end
   out[#out + 1] = res
 end
-return out
+
+-- Write the records and the moved last-fired slots, a thousand at a time.
+local function hset(key, kv)
+  for k = 1, #kv, 2000 do
+    redis.call('HSET', key, unpack(kv, k, math.min(k + 1999, #kv)))
+  end
+end
+for _, bk in ipairs(order) do
+  if #bk.new > 0 then
+    hset(bk.key, bk.new)
+    local ttl = redis.call('PTTL', bk.key)
+    if ttl < 0 or now + ttl < bk.expire then
+      redis.call('PEXPIREAT', bk.key, bk.expire)
+    end
+  end
+end
+local kv = {}
+for job, slotArg in pairs(moved) do
+  kv[#kv + 1] = job
+  kv[#kv + 1] = slotArg
+end
+hset(KEYS[2], kv)
+return {now, table.concat(out)}
 `)

@@ -1,0 +1,263 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Defaults applied by Parse and Load.
+const (
+	DefaultPrefix         = "onetick"
+	DefaultClockTolerance = 100 * time.Millisecond
+	DefaultListen         = "127.0.0.1:9464"
+	DefaultTimezone       = "UTC"
+	DefaultMaxCatchup     = 100
+	DefaultPayload        = "{}"
+	// ListenOff is the http.listen value that disables the HTTP server.
+	ListenOff = "off"
+	// MaxPayload is the largest accepted payload, in bytes of compact JSON.
+	MaxPayload = 1 << 20
+)
+
+// File is a parsed, defaulted and validated configuration file.
+type File struct {
+	// Path is the file the configuration came from (the name given to
+	// Parse).
+	Path    string  `yaml:"-"`
+	Backend Backend `yaml:"backend"`
+	Lease   Lease   `yaml:"lease"`
+	HTTP    HTTP    `yaml:"http"`
+	Jobs    []Job   `yaml:"jobs"`
+
+	// dir is the directory relative TLS file names are resolved against
+	// (set by Load; empty: the working directory).
+	dir string
+	// lines maps field paths (jobs by index: "jobs[2].schedule") to the
+	// line of their key.
+	lines map[string]int
+}
+
+// Backend selects the store. With Redis nil the embedded in-process backend
+// is used.
+type Backend struct {
+	Redis *Redis `yaml:"redis"`
+}
+
+// Redis configures the Redis backend.
+type Redis struct {
+	// URL is redis://[user[:password]@]host[:port][/db][?options] or
+	// rediss://... for TLS. It may carry credentials: never log it
+	// unmasked.
+	URL string `yaml:"url"`
+	// Prefix of every key. Default "onetick".
+	Prefix string `yaml:"prefix"`
+	// Username and Password, when not empty, override the URL's.
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+	// ClockTolerance: claims for slots further than this in the future by
+	// Redis TIME are refused. Default 100ms.
+	ClockTolerance Duration `yaml:"clock_tolerance"`
+	TLS            TLS      `yaml:"tls"`
+}
+
+// TLS configures TLS to Redis.
+type TLS struct {
+	// Enabled turns TLS on; a rediss:// URL implies it.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM bundle of the CAs to trust instead of the system's.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a PEM client certificate and its key.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName overrides the name the server certificate is checked
+	// against (default the URL's host).
+	ServerName         string `yaml:"server_name"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// Lease is the election timing. After Parse every field holds its effective
+// value.
+type Lease struct {
+	TTL          Duration `yaml:"ttl"`
+	Renew        Duration `yaml:"renew"`
+	SafetyMargin Duration `yaml:"safety_margin"`
+}
+
+// HTTP configures the metrics and status endpoint.
+type HTTP struct {
+	// Listen is host:port, or "off". Default 127.0.0.1:9464.
+	Listen string `yaml:"listen"`
+}
+
+// Enabled reports whether the HTTP server should run.
+func (h HTTP) Enabled() bool { return h.Listen != ListenOff && h.Listen != "" }
+
+// Job is one job as configured. After Parse every default is applied.
+type Job struct {
+	Name       string   `yaml:"name"`
+	Schedule   string   `yaml:"schedule"`
+	Timezone   string   `yaml:"timezone"`
+	Prefer     string   `yaml:"prefer"`
+	Grace      Duration `yaml:"grace"`
+	MaxCatchup int      `yaml:"max_catchup"`
+	Stream     string   `yaml:"stream"`
+	MaxLen     int64    `yaml:"max_len"`
+	// Payload is the job's payload as compact JSON.
+	Payload string `yaml:"payload"`
+	// Line is the line of the job in the file (0 when unknown).
+	Line int `yaml:"-"`
+}
+
+// Duration is a time.Duration written in Go syntax (15s, 1m30s, 250ms).
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String formats d in Go syntax.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalYAML writes d in Go syntax.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// UnmarshalYAML reads a Go duration string. A bare number other than 0 is
+// an error: the unit must be explicit.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	n = deref(n)
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return errors.New("must be a duration such as 15s")
+	}
+	if n.ShortTag() == "!!null" {
+		*d = 0
+		return nil
+	}
+	v, msg := parseDuration(n.Value)
+	if msg != "" {
+		return errors.New(msg)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+var bareNumber = regexp.MustCompile(`^[-+]?(\d[\d_]*(\.\d*)?|\.\d+)([eE][-+]?\d+)?$`)
+
+// parseDuration parses s, returning a message on error.
+func parseDuration(s string) (time.Duration, string) {
+	s = strings.TrimSpace(s)
+	if s != "0" && bareNumber.MatchString(s) {
+		return 0, "is a bare number (" + short(s) + "): use a unit, e.g. 15s"
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, "invalid duration " + strconv.Quote(short(s)) + ": use Go syntax with a unit, e.g. 15s, 1m30s, 250ms"
+	}
+	return d, ""
+}
+
+// Error is one problem in a configuration file.
+type Error struct {
+	File  string // the file's name
+	Line  int    // 1-based; 0 when unknown
+	Field string // the field path, such as "jobs[2] (nightly).schedule"; may be empty
+	Msg   string
+	err   error // cause, if any
+}
+
+// Error formats "FILE:LINE: FIELD: MSG", leaving out what is unknown.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		if e.File != "" {
+			b.WriteByte(':')
+		} else {
+			b.WriteString("line ")
+		}
+		b.WriteString(strconv.Itoa(e.Line))
+	}
+	if b.Len() > 0 {
+		b.WriteString(": ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Unwrap returns the cause (such as a *fs.PathError), if any.
+func (e *Error) Unwrap() error { return e.err }
+
+// Errors is every problem found, in file order.
+type Errors []*Error
+
+// Error joins the problems, one per line.
+func (es Errors) Error() string {
+	if len(es) == 0 {
+		return "config: no errors"
+	}
+	s := make([]string, len(es))
+	for i, e := range es {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "\n")
+}
+
+// Unwrap returns the problems, for errors.As and errors.Is.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// Load reads the file at path and parses it like Parse. Relative TLS file
+// names in it are resolved against the file's directory.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		msg := err.Error()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			msg = pe.Err.Error()
+		}
+		return nil, Errors{{File: path, Msg: "cannot read the file: " + msg, err: err}}
+	}
+	f, err := Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	f.dir = filepath.Dir(path)
+	return f, nil
+}
+
+// Parse parses, defaults and validates a configuration file's contents,
+// expanding ${VAR} and ${VAR:-default} from the environment. name is used
+// in error messages. On any problem it returns nil and Errors.
+func Parse(name string, data []byte) (*File, error) {
+	return parse(name, data, os.LookupEnv)
+}
+
+// short truncates s for use in a message.
+func short(s string) string {
+	const max = 80
+	if len(s) <= max {
+		return s
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}

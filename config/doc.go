@@ -1,0 +1,88 @@
+// Package config reads onetick's YAML configuration file.
+//
+// Load (or Parse) reads the file, expands environment variables, decodes it
+// strictly, applies the defaults and validates everything, returning every
+// problem at once as Errors, one *Error per problem, in file order, each
+// formatted "FILE:LINE: FIELD: MESSAGE":
+//
+//	onetick.yaml:9: lease.renew: 8s must be below half the ttl (7.5s): ...
+//	onetick.yaml:14: jobs[0] (nightly-billing).schedule: cron: "0 0 30 2 *": day-of-month: no fire time within 5 years
+//
+// # Format
+//
+//	backend:                 # optional; absent: the embedded in-process backend
+//	  redis:
+//	    url: redis://127.0.0.1:6379/0   # required; redis:// or rediss:// (TLS)
+//	    prefix: onetick                 # key prefix; default onetick
+//	    username: ""                    # optional; overrides the URL's
+//	    password: ${REDIS_PASSWORD}     # optional; overrides the URL's
+//	    clock_tolerance: 100ms          # default 100ms
+//	    tls:                            # optional
+//	      enabled: false                # implied by rediss://
+//	      ca_file: ""                   # PEM CAs to trust instead of the system's
+//	      cert_file: ""                 # PEM client certificate ...
+//	      key_file: ""                  # ... and its key (both or neither)
+//	      server_name: ""               # default the URL's host
+//	      insecure_skip_verify: false
+//	lease:
+//	  ttl: 15s                 # default 15s; at least 10ms
+//	  renew: 5s                # default ttl/3; must be below ttl/2
+//	  safety_margin: 1.5s      # default ttl/10; ttl - safety_margin must exceed renew
+//	http:
+//	  listen: 127.0.0.1:9464   # default 127.0.0.1:9464 (loopback); "off" disables
+//	jobs:
+//	  - name: nightly-billing        # required, unique; no spaces, at most 200 bytes
+//	    schedule: "0 2 * * *"        # required; see package cron
+//	    timezone: Europe/Berlin      # IANA zone; default UTC ("Local" is refused)
+//	    prefer: missed               # missed (default) or duplicate
+//	    grace: 30s                   # default 2×ttl; only with prefer: missed
+//	    max_catchup: 100             # default 100
+//	    stream: billing:jobs         # default <prefix>:stream:<name>
+//	    max_len: 10000               # approximate stream trimming; default 0 (none)
+//	    payload: {task: billing.run} # any YAML value, stored as compact JSON; default {}
+//
+// Every section and field is optional unless marked required; an empty file
+// is valid (no jobs, embedded backend). Unknown fields are errors. A field
+// set to null (or left empty, as in "grace:") counts as absent, and so does
+// 0 for grace, max_catchup and clock_tolerance and "" for the strings with a
+// default, except http.listen, where "" is an error: write off to disable
+// the server.
+//
+// Durations use Go syntax with a unit: 15s, 1m30s, 250ms. A bare number
+// such as 15 is an error (only 0 is accepted without a unit).
+//
+// The schedule is a cron expression or descriptor as documented in package
+// cron ("0 2 * * *", "*/15 * * * * *", "@daily", "@every 1h +15m"). Quote
+// it: a YAML value may not start with @ or *. Cron fields are matched in the
+// job's timezone.
+//
+// The payload may be any YAML value. It is converted to compact JSON with
+// mapping keys in file order; mapping keys must be strings, and .inf and
+// .nan are refused. Null gives the default {}. At most 1 MiB.
+//
+// YAML anchors, aliases and merge keys (<<) may be used, for example to
+// share settings between jobs.
+//
+// # Environment variables
+//
+// ${VAR} in a value is replaced by the environment variable VAR; it is an
+// error if VAR is not set. ${VAR:-default} gives default when VAR is unset
+// or empty. $${ stands for a literal ${. Expansion happens inside values
+// after the YAML is parsed, so a variable's content can never change the
+// file's structure, and an unquoted value is typed after expansion
+// (max_len: ${MAX_LEN} reads a number). Keys and comments are not expanded.
+//
+// # Secrets
+//
+// No error message contains the Redis password, from the URL or the
+// password field; RedisURL returns the URL with credentials for
+// connecting, MaskedRedisURL one for logs.
+//
+// # Using the result
+//
+// OneTickJobs and LeaseConfig give the onetick.Job and onetick.LeaseConfig
+// values for onetick.Config; for Redis, RedisOptions gives the go-redis
+// client options (RedisURL plus TLSConfig) and BackendOptions the backend's
+// prefix and clock tolerance. Relative TLS file names are resolved against
+// the configuration file's directory.
+package config

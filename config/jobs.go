@@ -1,0 +1,151 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/cron"
+)
+
+// validName mirrors onetick's job-name rules.
+func validName(n string) error {
+	if n == "" {
+		return errors.New("is required")
+	}
+	if len(n) > 200 {
+		return errors.New("is longer than 200 bytes")
+	}
+	if strings.IndexFunc(n, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return errors.New("must not contain spaces or control characters")
+	}
+	return nil
+}
+
+// loadZone loads an IANA zone ("" is UTC). "Local" is refused: every
+// replica must compute the same slots, whatever its host's zone.
+func loadZone(name string) (*time.Location, string) {
+	switch name {
+	case "", "UTC":
+		return time.UTC, ""
+	case "Local":
+		return nil, `"Local" is not allowed: replicas must agree on the zone; name an IANA zone such as Europe/Berlin, or UTC`
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Sprintf("unknown time zone %q (use an IANA name such as Europe/Berlin, or UTC)", short(name))
+	}
+	return loc, ""
+}
+
+// line returns the line of the key at path, or def.
+func (f *File) line(path string, def int) int {
+	if l, ok := f.lines[path]; ok {
+		return l
+	}
+	return def
+}
+
+// checkJobs applies the semantic job checks. bad holds plain field paths
+// ("jobs[2].name", or "jobs[2]" for the whole job) already reported.
+func (f *File) checkJobs(bad map[string]bool) Errors {
+	var errs Errors
+	seen := map[string]int{} // name -> line of its name
+	for i, j := range f.Jobs {
+		plain := fmt.Sprintf("jobs[%d]", i)
+		if bad[plain] {
+			continue
+		}
+		disp := plain
+		if validName(j.Name) == nil {
+			disp = label(i, j.Name)
+		}
+		add := func(key, format string, args ...any) {
+			errs = append(errs, &Error{File: f.Path, Line: f.line(plain+"."+key, j.Line), Field: disp + "." + key,
+				Msg: fmt.Sprintf(format, args...)})
+		}
+		ok := func(key string) bool { return !bad[plain+"."+key] }
+		if ok("name") {
+			if err := validName(j.Name); err != nil {
+				add("name", "%v", err)
+			} else if first, dup := seen[j.Name]; dup {
+				add("name", "duplicate job name %q (first defined on line %d)", j.Name, first)
+			} else {
+				seen[j.Name] = f.line(plain+".name", j.Line)
+			}
+		}
+		loc := time.UTC
+		if ok("timezone") {
+			l, msg := loadZone(j.Timezone)
+			if msg != "" {
+				add("timezone", "%s", msg)
+			} else {
+				loc = l
+			}
+		}
+		if ok("schedule") {
+			if strings.TrimSpace(j.Schedule) == "" {
+				add("schedule", "is required (for example \"0 2 * * *\" or \"@every 5m\")")
+			} else if _, err := cron.Parse(j.Schedule, loc); err != nil {
+				add("schedule", "%v", err)
+			}
+		}
+		if ok("prefer") {
+			switch onetick.Prefer(j.Prefer) {
+			case "", onetick.PreferMissed, onetick.PreferDuplicate:
+			default:
+				add("prefer", "must be %q or %q, got %q", onetick.PreferMissed, onetick.PreferDuplicate, short(j.Prefer))
+			}
+		}
+		if ok("grace") {
+			switch {
+			case j.Grace < 0:
+				add("grace", "must not be negative, got %s", j.Grace)
+			case j.Grace != 0 && onetick.Prefer(j.Prefer) == onetick.PreferDuplicate:
+				add("grace", "only applies to prefer: missed (with prefer: duplicate every late slot is fired)")
+			}
+		}
+		if ok("max_catchup") && j.MaxCatchup < 0 {
+			add("max_catchup", "must not be negative, got %d", j.MaxCatchup)
+		}
+		if ok("max_len") && j.MaxLen < 0 {
+			add("max_len", "must not be negative, got %d", j.MaxLen)
+		}
+		if ok("payload") && j.Payload != "" && !json.Valid([]byte(j.Payload)) {
+			add("payload", "is not valid JSON")
+		}
+	}
+	return errs
+}
+
+// OneTickJobs converts the jobs to engine jobs, parsing each schedule with
+// cron.Parse in its zone. On a File from Parse or Load it does not fail.
+func (f *File) OneTickJobs() ([]onetick.Job, error) {
+	if errs := f.checkJobs(nil); len(errs) > 0 {
+		return nil, errs
+	}
+	out := make([]onetick.Job, 0, len(f.Jobs))
+	for i, j := range f.Jobs {
+		loc, _ := loadZone(j.Timezone)
+		s, err := cron.Parse(j.Schedule, loc)
+		if err != nil { // checked above; kept for safety
+			return nil, Errors{{File: f.Path, Line: f.line(fmt.Sprintf("jobs[%d].schedule", i), j.Line),
+				Field: label(i, j.Name) + ".schedule", Msg: err.Error(), err: err}}
+		}
+		out = append(out, onetick.Job{
+			Name: j.Name, Schedule: s, Prefer: onetick.Prefer(j.Prefer), Grace: j.Grace.D(),
+			MaxCatchup: j.MaxCatchup, Stream: j.Stream, MaxLen: j.MaxLen, Payload: j.Payload,
+		})
+	}
+	return out, nil
+}
+
+// LeaseConfig returns the lease timing for onetick (zero fields mean
+// onetick's defaults).
+func (f *File) LeaseConfig() onetick.LeaseConfig {
+	return onetick.LeaseConfig{TTL: f.Lease.TTL.D(), Renew: f.Lease.Renew.D(), SafetyMargin: f.Lease.SafetyMargin.D()}
+}

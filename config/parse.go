@@ -1,0 +1,918 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	goredis "github.com/redis/go-redis/v9"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/onetick/onetick"
+)
+
+// maxVisits bounds the work of following aliases and merge keys, so that
+// "billion laughs" documents fail instead of exhausting memory.
+const maxVisits = 1 << 20
+
+// maxDepth bounds the nesting of a payload (counting aliases followed).
+const maxDepth = 1000
+
+type parser struct {
+	file   string
+	f      *File
+	errs   Errors
+	lookup func(string) (string, bool)
+	// expanded caches the environment-expanded copy of each scalar, so a
+	// scalar reached through several aliases is expanded (and its problems
+	// reported) once.
+	expanded map[*yaml.Node]*yaml.Node
+	refs     *envRefs // the environment references in the text
+	// active counts the mappings and sequences being walked, to detect
+	// alias cycles.
+	active   map[*yaml.Node]int
+	budget   int
+	overflow bool
+	// secrets are removed from the messages of backend.redis errors.
+	secrets []string
+}
+
+// entry is one key of a mapping.
+type entry struct {
+	name string     // the key
+	line int        // line of the key (where it is written, for aliases too)
+	key  *yaml.Node // the key node, dereferenced
+	val  *yaml.Node // the value as written (maybe an alias)
+}
+
+func (e entry) ok() bool { return e.val != nil }
+
+func parse(name string, data []byte, lookup func(string) (string, bool)) (*File, error) {
+	p := &parser{
+		file: name, lookup: lookup, budget: maxVisits,
+		expanded: map[*yaml.Node]*yaml.Node{}, active: map[*yaml.Node]int{},
+	}
+	p.f = &File{Path: name, lines: map[string]int{}}
+	data, p.refs = markRefs(data)
+	if root, ok := p.decode(data); ok {
+		p.top(root)
+	}
+	if len(p.errs) > 0 {
+		p.redact()
+		sort.SliceStable(p.errs, func(i, k int) bool {
+			a, b := p.errs[i].Line, p.errs[k].Line
+			if a == 0 || b == 0 {
+				return a != 0 && b == 0
+			}
+			return a < b
+		})
+		return nil, p.errs
+	}
+	return p.f, nil
+}
+
+func (p *parser) errorf(line int, field, format string, args ...any) {
+	msg := format
+	if len(args) > 0 {
+		msg = fmt.Sprintf(format, args...)
+	}
+	p.errs = append(p.errs, &Error{File: p.file, Line: line, Field: field, Msg: msg})
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// decode parses the YAML document. It returns the root node (nil for an
+// empty document) and whether parsing succeeded.
+func (p *parser) decode(data []byte) (root *yaml.Node, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.errorf(0, "", "invalid YAML: the parser failed")
+			root, ok = nil, false
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, true
+		}
+		p.yamlError(err, data)
+		return nil, false
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		p.yamlError(err, data)
+		return nil, false
+	default:
+		p.errorf(extra.Line, "", "only one YAML document is allowed")
+		return nil, false
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return nil, true
+	}
+	return doc.Content[0], true
+}
+
+func (p *parser) yamlError(err error, data []byte) {
+	msg := err.Error()
+	line := 0
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = msg[len(m[0]):]
+	} else {
+		// yaml gives no line for problems on the first line and for
+		// problems with the encoding.
+		msg = strings.TrimPrefix(msg, "yaml: ")
+		line = badByteLine(data)
+	}
+	p.errorf(line, "", "invalid YAML: %s", msg)
+}
+
+// badByteLine returns the line of the first byte YAML cannot accept
+// (invalid UTF-8 or a control character), or 1.
+func badByteLine(data []byte) int {
+	line := 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		switch {
+		case r == '\n':
+			line++
+		case r == utf8.RuneError && size <= 1,
+			r < 0x20 && r != '\t' && r != '\r',
+			r >= 0x7f && r <= 0x9f && r != 0x85,
+			r == 0xfffe || r == 0xffff:
+			return line
+		}
+		i += size
+	}
+	return 1
+}
+
+// deref follows aliases; nil for a dangling alias.
+func deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
+		n = n.Alias
+	}
+	if n != nil && n.Kind == yaml.AliasNode {
+		return nil
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool {
+	n = deref(n)
+	return n == nil || n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+var plainKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+func keyText(k string) string {
+	if plainKey.MatchString(k) {
+		return k
+	}
+	return strconv.Quote(short(k))
+}
+
+// spend charges n units of work, reporting once when the budget is gone.
+func (p *parser) spend(n int, line int) bool {
+	p.budget -= n
+	if p.budget >= 0 {
+		return true
+	}
+	if !p.overflow {
+		p.overflow = true
+		p.errorf(line, "", "the document is too complex (aliases and merge keys expand to more than %d nodes)", maxVisits)
+	}
+	return false
+}
+
+// entries returns the keys of mapping m in order, with merge keys (<<)
+// applied: explicit keys win over merged ones, earlier merged mappings over
+// later ones. Duplicate explicit keys are reported.
+func (p *parser) entries(m *yaml.Node, path string) []entry {
+	if !p.spend(len(m.Content)/2+1, m.Line) {
+		return nil
+	}
+	p.active[m]++
+	defer func() {
+		if p.active[m]--; p.active[m] <= 0 {
+			delete(p.active, m)
+		}
+	}()
+	var out, merged []entry
+	seen := map[string]int{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		kd := deref(k)
+		if kd == nil || kd.Kind != yaml.ScalarNode {
+			p.errorf(k.Line, path, "mapping keys must be strings")
+			continue
+		}
+		if kd.ShortTag() == "!!merge" {
+			merged = append(merged, p.merge(v, path)...)
+			continue
+		}
+		kd = p.scalar(kd, path)
+		if first, dup := seen[kd.Value]; dup {
+			p.errorf(k.Line, join(path, keyText(kd.Value)), "duplicate key (first on line %d)", first)
+			continue
+		}
+		seen[kd.Value] = k.Line
+		out = append(out, entry{name: kd.Value, line: k.Line, key: kd, val: v})
+	}
+	for _, e := range merged {
+		if _, dup := seen[e.name]; !dup {
+			seen[e.name] = e.line
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// merge returns the entries a merge key's value contributes.
+func (p *parser) merge(v *yaml.Node, path string) []entry {
+	vd := deref(v)
+	if vd == nil {
+		p.errorf(v.Line, path, "<< must merge a mapping or a list of mappings")
+		return nil
+	}
+	var list []*yaml.Node
+	switch vd.Kind {
+	case yaml.MappingNode:
+		list = []*yaml.Node{vd}
+	case yaml.SequenceNode:
+		for _, it := range vd.Content {
+			list = append(list, deref(it))
+		}
+	}
+	if len(list) == 0 && vd.Kind != yaml.SequenceNode {
+		p.errorf(v.Line, path, "<< must merge a mapping or a list of mappings")
+		return nil
+	}
+	var out []entry
+	seen := map[string]bool{}
+	for _, m := range list {
+		if m == nil || m.Kind != yaml.MappingNode {
+			p.errorf(v.Line, path, "<< must merge a mapping or a list of mappings")
+			continue
+		}
+		if p.active[m] > 0 {
+			p.errorf(v.Line, path, "<< merges a mapping into itself")
+			continue
+		}
+		for _, e := range p.entries(m, path) {
+			if !seen[e.name] {
+				seen[e.name] = true
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// mapping returns the mapping at n: (m, true) for a mapping, (nil, true) for
+// null, (nil, false) after reporting anything else.
+func (p *parser) mapping(n *yaml.Node, line int, path string) (*yaml.Node, bool) {
+	if isNull(n) {
+		return nil, true
+	}
+	d := deref(n)
+	if d.Kind != yaml.MappingNode {
+		p.errorf(line, path, "must be a mapping (key: value lines), got %s", p.kindText(d))
+		return nil, false
+	}
+	return d, true
+}
+
+func (p *parser) kindText(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return "a scalar (" + strconv.Quote(short(p.refs.restore(n.Value))) + ")"
+	}
+	return "something else"
+}
+
+// fields checks the keys of a section against known, reporting unknown
+// ones, records the line of every known key under plain and returns them by
+// name.
+func (p *parser) fields(es []entry, plain, disp string, known ...string) map[string]entry {
+	out := make(map[string]entry, len(es))
+	for _, e := range es {
+		found := false
+		for _, k := range known {
+			if e.name == k {
+				found = true
+				break
+			}
+		}
+		if !found {
+			p.errorf(e.line, join(disp, keyText(e.name)), "%s", unknownMsg(e.name, known))
+			continue
+		}
+		out[e.name] = e
+		p.f.lines[join(plain, e.name)] = e.line
+	}
+	return out
+}
+
+func unknownMsg(k string, known []string) string {
+	best, bestD := "", 3
+	for _, c := range known {
+		d := distance(strings.ToLower(strings.ReplaceAll(k, "-", "_")), c)
+		if d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf("unknown field (did you mean %q?)", best)
+	}
+	return "unknown field (expected one of: " + strings.Join(known, ", ") + ")"
+}
+
+// distance is the Levenshtein distance, capped for long inputs.
+func distance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		if a == b {
+			return 0
+		}
+		return 99
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// scalar returns the environment-expanded copy of the scalar n (already
+// dereferenced), reporting reference problems under path.
+func (p *parser) scalar(n *yaml.Node, path string) *yaml.Node {
+	if c, ok := p.expanded[n]; ok {
+		return c
+	}
+	v := p.refs.expand(n.Value, p.lookup, func(line int, msg string) { p.errorf(line, path, "%s", msg) })
+	c := n
+	if v != n.Value {
+		cp := *n
+		cp.Value = v
+		if n.Style == 0 { // plain and untagged: resolve the type anew
+			cp.Tag = ""
+		}
+		c = &cp
+	}
+	p.expanded[n] = c
+	return c
+}
+
+// str reads a string. Null gives "". ok is false after an error.
+func (p *parser) str(e entry, path string) (string, bool) {
+	if isNull(e.val) {
+		return "", true
+	}
+	d := deref(e.val)
+	if d.Kind != yaml.ScalarNode {
+		p.errorf(e.line, path, "must be a string, got %s", p.kindText(d))
+		return "", false
+	}
+	return p.scalar(d, path).Value, true
+}
+
+// dur reads a duration. Null gives 0.
+func (p *parser) dur(e entry, path string) (Duration, bool) {
+	if isNull(e.val) {
+		return 0, true
+	}
+	d := deref(e.val)
+	if d.Kind != yaml.ScalarNode {
+		p.errorf(e.line, path, "must be a duration such as 15s, got %s", p.kindText(d))
+		return 0, false
+	}
+	v, msg := parseDuration(p.scalar(d, path).Value)
+	if msg != "" {
+		p.errorf(e.line, path, "%s", msg)
+		return 0, false
+	}
+	return Duration(v), true
+}
+
+// integer reads an integer in [lo, hi]. Null gives 0.
+func (p *parser) integer(e entry, path string, lo, hi int64) (int64, bool) {
+	if isNull(e.val) {
+		return 0, true
+	}
+	d := deref(e.val)
+	if d.Kind != yaml.ScalarNode {
+		p.errorf(e.line, path, "must be an integer, got %s", p.kindText(d))
+		return 0, false
+	}
+	s := p.scalar(d, path)
+	var v int64
+	if s.ShortTag() != "!!int" || decodeScalar(s, &v) != nil {
+		p.errorf(e.line, path, "must be an integer, got %q", short(s.Value))
+		return 0, false
+	}
+	if v < lo || v > hi {
+		if v < 0 && lo == 0 {
+			p.errorf(e.line, path, "must not be negative, got %d", v)
+		} else {
+			p.errorf(e.line, path, "must be between %d and %d, got %d", lo, hi, v)
+		}
+		return 0, false
+	}
+	return v, true
+}
+
+// boolean reads true or false. Null gives false.
+func (p *parser) boolean(e entry, path string) (bool, bool) {
+	if isNull(e.val) {
+		return false, true
+	}
+	d := deref(e.val)
+	if d.Kind != yaml.ScalarNode {
+		p.errorf(e.line, path, "must be true or false, got %s", p.kindText(d))
+		return false, false
+	}
+	s := p.scalar(d, path)
+	var v bool
+	if s.ShortTag() != "!!bool" || decodeScalar(s, &v) != nil {
+		p.errorf(e.line, path, "must be true or false, got %q", short(s.Value))
+		return false, false
+	}
+	return v, true
+}
+
+// decodeScalar decodes a scalar node, never panicking.
+func decodeScalar(n *yaml.Node, out any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = errors.New("cannot decode")
+		}
+	}()
+	return n.Decode(out)
+}
+
+// top walks the root mapping.
+func (p *parser) top(root *yaml.Node) {
+	m, ok := p.mapping(root, rootLine(root), "")
+	if !ok {
+		p.errs[len(p.errs)-1].Msg = "the top level must be a mapping with the keys backend, lease, http and jobs"
+		return
+	}
+	var es []entry
+	if m != nil {
+		es = p.entries(m, "")
+	}
+	sec := p.fields(es, "", "", "backend", "lease", "http", "jobs")
+	prefix := p.backend(sec["backend"])
+	ttl := p.lease(sec["lease"])
+	p.http(sec["http"])
+	p.jobs(sec["jobs"], prefix, ttl)
+}
+
+func rootLine(n *yaml.Node) int {
+	if n == nil {
+		return 0
+	}
+	return n.Line
+}
+
+// backend walks the backend section and returns the key prefix in effect.
+func (p *parser) backend(e entry) string {
+	if !e.ok() {
+		return DefaultPrefix
+	}
+	m, ok := p.mapping(e.val, e.line, "backend")
+	if m == nil || !ok {
+		return DefaultPrefix
+	}
+	sec := p.fields(p.entries(m, "backend"), "backend", "backend", "redis")
+	if r, ok := sec["redis"]; ok {
+		return p.redis(r)
+	}
+	return DefaultPrefix
+}
+
+func (p *parser) redis(e entry) string {
+	const path = "backend.redis"
+	m, ok := p.mapping(e.val, e.line, path)
+	if !ok {
+		return DefaultPrefix
+	}
+	r := &Redis{}
+	p.f.Backend.Redis = r
+	var es []entry
+	if m != nil {
+		es = p.entries(m, path)
+	}
+	sec := p.fields(es, path, path, "url", "prefix", "username", "password", "clock_tolerance", "tls")
+	strField := func(key string, dst *string) {
+		if e, ok := sec[key]; ok {
+			*dst, _ = p.str(e, path+"."+key)
+		}
+	}
+	strField("url", &r.URL)
+	strField("prefix", &r.Prefix)
+	strField("username", &r.Username)
+	strField("password", &r.Password)
+	if r.Password != "" {
+		p.secrets = append(p.secrets, r.Password)
+	}
+	if e, ok := sec["clock_tolerance"]; ok {
+		if d, ok := p.dur(e, path+".clock_tolerance"); ok {
+			if d < 0 {
+				p.errorf(e.line, path+".clock_tolerance", "must not be negative, got %s", d)
+			}
+			r.ClockTolerance = d
+		}
+	}
+	if r.Prefix == "" {
+		r.Prefix = DefaultPrefix
+	}
+	if r.ClockTolerance == 0 {
+		r.ClockTolerance = Duration(DefaultClockTolerance)
+	}
+
+	scheme := ""
+	if ue, ok := sec["url"]; !ok || r.URL == "" {
+		line := e.line
+		if ok {
+			line = ue.line
+		}
+		if !ok || isNull(ue.val) || deref(ue.val).Kind == yaml.ScalarNode {
+			p.errorf(line, path+".url", "is required (for example redis://127.0.0.1:6379/0)")
+		}
+	} else {
+		scheme = p.checkURL(r.URL, ue.line)
+	}
+	p.tls(sec["tls"], r, scheme)
+	return r.Prefix
+}
+
+// checkURL validates a Redis URL and returns its scheme ("" if invalid).
+// No message it reports contains the URL's password.
+func (p *parser) checkURL(raw string, line int) string {
+	const field = "backend.redis.url"
+	hasCreds := strings.Contains(raw, "@")
+	if hasCreds {
+		// Everything between :// and the last @ may be secret.
+		rest := raw
+		if _, r, ok := strings.Cut(raw, "://"); ok {
+			rest = r
+		}
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			ui := rest[:at]
+			if _, pw, ok := strings.Cut(ui, ":"); ok {
+				p.secrets = append(p.secrets, pw)
+				if dec, err := url.PathUnescape(pw); err == nil {
+					p.secrets = append(p.secrets, dec)
+				}
+			} else {
+				p.secrets = append(p.secrets, ui)
+			}
+		}
+	}
+	masked := strconv.Quote(short(maskURL(raw)))
+	reason := func(err error) string {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "redis: "), "net/url: ")
+		if hasCreds {
+			// Parser messages quote parts of the URL, which may be parts
+			// of a password whose special characters were not escaped.
+			if i := strings.IndexAny(msg, "\":"); i > 0 {
+				msg = strings.TrimSpace(msg[:i])
+			}
+			msg += " (percent-encode special characters in the user name and password, or use the username and password fields)"
+		}
+		return msg
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		p.errorf(line, field, "invalid URL %s: %s", masked, reason(err))
+		return ""
+	}
+	if u.User != nil {
+		if pw, ok := u.User.Password(); ok {
+			p.secrets = append(p.secrets, pw)
+		}
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		p.errorf(line, field, "invalid URL %s: must start with redis:// or rediss:// (TLS)", masked)
+		return ""
+	}
+	if u.Opaque != "" || u.Host == "" {
+		p.errorf(line, field, "invalid URL %s: no host (expected %s://host:port/db)", masked, u.Scheme)
+		return ""
+	}
+	if _, err := goredis.ParseURL(raw); err != nil {
+		p.errorf(line, field, "invalid URL %s: %s", masked, reason(err))
+		return ""
+	}
+	return u.Scheme
+}
+
+// redact removes secrets from the messages of backend.redis errors.
+func (p *parser) redact() {
+	for _, e := range p.errs {
+		if !strings.HasPrefix(e.Field, "backend.redis") {
+			continue
+		}
+		for _, s := range p.secrets {
+			if s != "" {
+				e.Msg = strings.ReplaceAll(e.Msg, s, "xxxxx")
+			}
+		}
+	}
+}
+
+func (p *parser) tls(e entry, r *Redis, scheme string) {
+	const path = "backend.redis.tls"
+	var sec map[string]entry
+	if e.ok() {
+		m, ok := p.mapping(e.val, e.line, path)
+		if !ok {
+			return
+		}
+		var es []entry
+		if m != nil {
+			es = p.entries(m, path)
+		}
+		sec = p.fields(es, path, path, "enabled", "ca_file", "cert_file", "key_file", "server_name", "insecure_skip_verify")
+	}
+	t := &r.TLS
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"ca_file", &t.CAFile}, {"cert_file", &t.CertFile}, {"key_file", &t.KeyFile}, {"server_name", &t.ServerName}} {
+		if e, ok := sec[f.key]; ok {
+			*f.dst, _ = p.str(e, path+"."+f.key)
+		}
+	}
+	enabledSet := false
+	if e, ok := sec["enabled"]; ok && !isNull(e.val) {
+		t.Enabled, enabledSet = p.boolean(e, path+".enabled")
+	}
+	if e, ok := sec["insecure_skip_verify"]; ok {
+		t.InsecureSkipVerify, _ = p.boolean(e, path+".insecure_skip_verify")
+	}
+	switch scheme {
+	case "rediss":
+		if enabledSet && !t.Enabled {
+			p.errorf(sec["enabled"].line, path+".enabled", "is false, but a rediss:// URL always uses TLS (use redis:// for plain connections)")
+		}
+		t.Enabled = true
+	case "redis":
+		if !t.Enabled {
+			for _, f := range []struct {
+				key string
+				on  bool
+			}{{"ca_file", t.CAFile != ""}, {"cert_file", t.CertFile != ""}, {"key_file", t.KeyFile != ""},
+				{"server_name", t.ServerName != ""}, {"insecure_skip_verify", t.InsecureSkipVerify}} {
+				if f.on {
+					p.errorf(sec[f.key].line, path+"."+f.key, "has no effect: TLS is off (set tls.enabled: true or use a rediss:// URL)")
+				}
+			}
+		}
+	}
+	if t.CertFile != "" && t.KeyFile == "" {
+		p.errorf(sec["cert_file"].line, path+".key_file", "is required with cert_file")
+	}
+	if t.KeyFile != "" && t.CertFile == "" {
+		p.errorf(sec["key_file"].line, path+".cert_file", "is required with key_file")
+	}
+}
+
+// lease walks the lease section and returns the effective ttl.
+func (p *parser) lease(e entry) time.Duration {
+	var lc onetick.LeaseConfig
+	bad := false
+	if e.ok() {
+		m, ok := p.mapping(e.val, e.line, "lease")
+		bad = !ok
+		if m != nil {
+			sec := p.fields(p.entries(m, "lease"), "lease", "lease", "ttl", "renew", "safety_margin")
+			for _, f := range []struct {
+				key string
+				dst *time.Duration
+			}{{"ttl", &lc.TTL}, {"renew", &lc.Renew}, {"safety_margin", &lc.SafetyMargin}} {
+				if e, ok := sec[f.key]; ok {
+					d, ok := p.dur(e, "lease."+f.key)
+					*f.dst = time.Duration(d)
+					bad = bad || !ok
+				}
+			}
+		}
+	}
+	if !bad {
+		if err := lc.Validate(); err != nil {
+			var ce *onetick.ConfigError
+			field, msg := "lease", err.Error()
+			if errors.As(err, &ce) {
+				field, msg = ce.Field, ce.Msg
+			}
+			line, ok := p.f.lines[field]
+			if !ok {
+				line = p.f.lines["lease"]
+			}
+			p.errorf(line, field, "%s", msg)
+		}
+	}
+	d := lc.WithDefaults()
+	p.f.Lease = Lease{TTL: Duration(d.TTL), Renew: Duration(d.Renew), SafetyMargin: Duration(d.SafetyMargin)}
+	return d.TTL
+}
+
+func (p *parser) http(e entry) {
+	p.f.HTTP.Listen = DefaultListen
+	if !e.ok() {
+		return
+	}
+	m, ok := p.mapping(e.val, e.line, "http")
+	if m == nil || !ok {
+		return
+	}
+	sec := p.fields(p.entries(m, "http"), "http", "http", "listen")
+	le, ok := sec["listen"]
+	if !ok || isNull(le.val) {
+		return
+	}
+	v, ok := p.str(le, "http.listen")
+	if !ok {
+		return
+	}
+	p.f.HTTP.Listen = v
+	if msg := checkListen(v); msg != "" {
+		p.errorf(le.line, "http.listen", "%s", msg)
+	}
+}
+
+func checkListen(v string) string {
+	if v == ListenOff {
+		return ""
+	}
+	_, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return fmt.Sprintf("must be host:port (such as %s) or off, got %q", DefaultListen, short(v))
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Sprintf("port must be a number from 0 to 65535, got %q", short(port))
+	}
+	return ""
+}
+
+// jobs walks the job list.
+func (p *parser) jobs(e entry, prefix string, ttl time.Duration) {
+	if !e.ok() || isNull(e.val) {
+		return
+	}
+	seq := deref(e.val)
+	if seq.Kind != yaml.SequenceNode {
+		p.errorf(e.line, "jobs", "must be a list of jobs (lines starting with -), got %s", p.kindText(seq))
+		return
+	}
+	bad := map[string]bool{} // plain field paths that already have an error
+	for i, item := range seq.Content {
+		if !p.spend(1, item.Line) {
+			return
+		}
+		if j, ok := p.job(i, item, bad); ok {
+			p.f.Jobs = append(p.f.Jobs, j)
+		} else {
+			// Keep indexes aligned with the file.
+			p.f.Jobs = append(p.f.Jobs, Job{Line: item.Line})
+			bad[fmt.Sprintf("jobs[%d]", i)] = true
+		}
+	}
+	for _, e := range p.f.checkJobs(bad) {
+		p.errs = append(p.errs, e)
+	}
+	for i := range p.f.Jobs {
+		j := &p.f.Jobs[i]
+		if j.Timezone == "" {
+			j.Timezone = DefaultTimezone
+		}
+		if j.Prefer == "" {
+			j.Prefer = string(onetick.PreferMissed)
+		}
+		if j.Grace == 0 && j.Prefer == string(onetick.PreferMissed) {
+			j.Grace = Duration(2 * ttl)
+		}
+		if j.MaxCatchup == 0 {
+			j.MaxCatchup = DefaultMaxCatchup
+		}
+		if j.Stream == "" {
+			j.Stream = prefix + ":stream:" + j.Name
+		}
+		if j.Payload == "" {
+			j.Payload = DefaultPayload
+		}
+	}
+}
+
+// job reads one job's fields. Semantic checks are left to checkJobs.
+func (p *parser) job(i int, item *yaml.Node, bad map[string]bool) (Job, bool) {
+	plain := fmt.Sprintf("jobs[%d]", i)
+	j := Job{Line: item.Line}
+	if isNull(item) {
+		p.errorf(item.Line, plain, "is empty: a job needs at least a name and a schedule")
+		return j, false
+	}
+	m, ok := p.mapping(item, item.Line, plain)
+	if !ok {
+		return j, false
+	}
+	es := p.entries(m, plain)
+	// The name first: it labels the job's other errors.
+	disp := plain
+	for _, e := range es {
+		if e.name == "name" {
+			if v, ok := p.str(e, plain+".name"); ok {
+				j.Name = v
+				if validName(v) == nil {
+					disp = label(i, v)
+				}
+			} else {
+				bad[plain+".name"] = true
+			}
+		}
+	}
+	sec := p.fields(es, plain, disp, "name", "schedule", "timezone", "prefer", "grace", "max_catchup", "stream", "max_len", "payload")
+	fail := func(key string, ok bool) {
+		if !ok {
+			bad[plain+"."+key] = true
+		}
+	}
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"schedule", &j.Schedule}, {"timezone", &j.Timezone}, {"prefer", &j.Prefer}, {"stream", &j.Stream}} {
+		if e, ok := sec[f.key]; ok {
+			var ok bool
+			*f.dst, ok = p.str(e, disp+"."+f.key)
+			fail(f.key, ok)
+		}
+	}
+	if e, ok := sec["grace"]; ok {
+		var ok bool
+		j.Grace, ok = p.dur(e, disp+".grace")
+		fail("grace", ok)
+	}
+	if e, ok := sec["max_catchup"]; ok {
+		v, ok := p.integer(e, disp+".max_catchup", 0, math.MaxInt)
+		j.MaxCatchup = int(v)
+		fail("max_catchup", ok)
+	}
+	if e, ok := sec["max_len"]; ok {
+		var ok bool
+		j.MaxLen, ok = p.integer(e, disp+".max_len", 0, math.MaxInt64)
+		fail("max_len", ok)
+	}
+	if e, ok := sec["payload"]; ok {
+		var ok bool
+		j.Payload, ok = p.payload(e, disp+".payload")
+		fail("payload", ok)
+	}
+	return j, true
+}
+
+// label is a job's display path: jobs[i] (name).
+func label(i int, name string) string {
+	return fmt.Sprintf("jobs[%d] (%s)", i, name)
+}

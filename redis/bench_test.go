@@ -1,0 +1,57 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/redistest"
+	"github.com/onetick/onetick/redis"
+)
+
+// BenchmarkClaim claims and enqueues batches of ticks (one job per tick,
+// each iteration the next slot) against a real redis-server: one script
+// call per batch. ticks/s is the figure the README quotes.
+func BenchmarkClaim(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, n := range []int{1, 100, 10000} {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			if err := srv.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			be, err := redis.Open(srv.URL(), redis.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer be.Close()
+			g, err := be.Acquire(ctx, "bench", time.Hour)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ticks := make([]onetick.Tick, n)
+			for i := range ticks {
+				ticks[i] = onetick.Tick{Job: fmt.Sprintf("job-%05d", i), Stream: fmt.Sprintf("s:%d", i%16),
+					Payload: `{"task":"bench"}`, Retention: 3 * time.Second, MaxLen: 1000}
+			}
+			base := onetick.SlotOf(time.Now().Add(-24 * time.Hour))
+			b.ResetTimer()
+			start := time.Now()
+			for it := 0; it < b.N; it++ {
+				for i := range ticks {
+					ticks[i].Slot = base + onetick.Slot(it)
+				}
+				res, err := be.Claim(ctx, g.Lease, ticks)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Outcomes[0] != onetick.Claimed {
+					b.Fatalf("outcome %v", res.Outcomes[0])
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "ticks/s")
+		})
+	}
+}
