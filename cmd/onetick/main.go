@@ -1,0 +1,14 @@
+// Command onetick runs a highly available periodic-job scheduler replica.
+// See the README, or `onetick help`.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/onetick/onetick/internal/cli"
+)
+
+func main() {
+	os.Exit(cli.Main(context.Background(), os.Args[1:], cli.Env{Stdout: os.Stdout, Stderr: os.Stderr}))
+}

@@ -1,0 +1,281 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/config"
+	"github.com/onetick/onetick/memory"
+	otredis "github.com/onetick/onetick/redis"
+)
+
+// ShutdownBound is the longest a replica takes to exit after SIGTERM:
+// stop firing, finish the claim in flight, release the lease.
+const ShutdownBound = 10 * time.Second
+
+// applyRedisOverride points f at the Redis of --redis or
+// ONETICK_REDIS_URL (the flag wins), keeping the file's other Redis
+// settings.
+func applyRedisOverride(f *config.File, flagURL string, env Env) error {
+	u := flagURL
+	src := "--redis"
+	if u == "" {
+		u, src = env.Getenv("ONETICK_REDIS_URL"), "ONETICK_REDIS_URL"
+	}
+	if u == "" {
+		return nil
+	}
+	if _, err := goredis.ParseURL(u); err != nil {
+		return badInput("%s: invalid Redis URL %s: %v", src, otredis.MaskURL(u), err)
+	}
+	if f.Backend.Redis == nil {
+		f.Backend.Redis = &config.Redis{Prefix: config.DefaultPrefix, ClockTolerance: config.Duration(config.DefaultClockTolerance)}
+	}
+	f.Backend.Redis.URL = u
+	return nil
+}
+
+// openBackend opens the configured backend and checks that it answers.
+func openBackend(ctx context.Context, f *config.File, clock func() *memory.Backend) (onetick.Backend, error) {
+	if f.Backend.Redis == nil {
+		return clock(), nil
+	}
+	opts, err := f.RedisOptions()
+	if err != nil {
+		return nil, usageError{err}
+	}
+	opts.ClientName = "onetick"
+	client := goredis.NewClient(opts)
+	b := otredis.New(client, f.BackendOptions())
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := b.Ping(pctx); err != nil {
+		_ = client.Close()
+		return nil, fmt.Errorf("cannot reach Redis at %s: %v", f.MaskedRedisURL(), err)
+	}
+	return ownedRedis{b, client}, nil
+}
+
+// ownedRedis closes the client it was opened with.
+type ownedRedis struct {
+	*otredis.Backend
+	client *goredis.Client
+}
+
+func (o ownedRedis) Close() error { return o.client.Close() }
+
+func signals(env Env) (<-chan os.Signal, func()) {
+	if env.Signals != nil {
+		return env.Signals, func() {}
+	}
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	return ch, func() { signal.Stop(ch) }
+}
+
+// stdoutSink writes each tick as one JSON line: the embedded default's
+// destination.
+type stdoutSink struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+type tickLine struct {
+	Job      string          `json:"job"`
+	Slot     onetick.Slot    `json:"slot"`
+	SlotTime string          `json:"slot_time"`
+	Tick     string          `json:"tick"`
+	Epoch    onetick.Epoch   `json:"epoch"`
+	Replica  string          `json:"replica"`
+	Payload  json.RawMessage `json:"payload"`
+}
+
+func (s *stdoutSink) Deliver(_ context.Context, ticks []onetick.TickRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	enc := json.NewEncoder(s.w)
+	for _, t := range ticks {
+		if err := enc.Encode(tickLine{Job: t.Job, Slot: t.Slot, SlotTime: t.Slot.String(), Tick: t.Tick,
+			Epoch: t.Epoch, Replica: t.Replica, Payload: json.RawMessage(t.Payload)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func cmdRun(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("run", env)
+	path := fs.String("config", "", "configuration file")
+	listen := fs.String("listen", "", "HTTP listen address, overrides http.listen (\"off\" disables)")
+	replica := fs.String("replica", "", "replica identity shown in logs and status (default host:pid:random)")
+	redisURL := fs.String("redis", "", "Redis URL, overrides backend.redis.url and ONETICK_REDIS_URL")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return badInput("run: unexpected argument %q", pos[0])
+	}
+	log, err := newLogger(env.Stderr, *logFormat)
+	if err != nil {
+		return err
+	}
+	f, err := loadConfig(*path)
+	if err != nil {
+		return err
+	}
+	if err := applyRedisOverride(f, *redisURL, env); err != nil {
+		return err
+	}
+	if *listen != "" {
+		if *listen != config.ListenOff {
+			if _, _, err := net.SplitHostPort(*listen); err != nil {
+				return badInput("--listen: want host:port or off, got %q", *listen)
+			}
+		}
+		f.HTTP.Listen = *listen
+	}
+	jobs, err := f.OneTickJobs()
+	if err != nil {
+		return usageError{err}
+	}
+	if *replica == "" {
+		*replica = onetick.DefaultHolder()
+	}
+	base := log
+	log = log.With("replica", *replica)
+
+	var sink onetick.Sink
+	b, err := openBackend(ctx, f, func() *memory.Backend { return memory.New(memory.Options{}) })
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if f.Backend.Redis == nil {
+		log.Warn("using the embedded in-process backend: one replica, no high availability; ticks go to standard output as JSON lines")
+		sink = &stdoutSink{w: env.Stdout}
+	} else {
+		log.Info("using Redis", "url", f.MaskedRedisURL(), "prefix", f.Backend.Redis.Prefix)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	sched, err := onetick.New(onetick.Config{
+		Backend: b, Replica: *replica, Jobs: jobs, Lease: f.LeaseConfig(), Sink: sink,
+		Logger: base, Registerer: reg,
+		OnNewLeader: func(l onetick.Lease) {
+			log.Info("leader observed", "leader", l.Holder, "leader_epoch", int64(l.Epoch))
+		},
+	})
+	if err != nil {
+		return usageError{err}
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	var srv *http.Server
+	if f.HTTP.Enabled() {
+		ln, err := net.Listen("tcp", f.HTTP.Listen)
+		if err != nil {
+			return fmt.Errorf("http: %v", err)
+		}
+		srv = &http.Server{Handler: handler(reg, sched, b, jobs, done), ReadHeaderTimeout: 5 * time.Second}
+		log.Info("http listening", "addr", ln.Addr().String())
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("http server failed", "err", err)
+			}
+		}()
+	}
+	log.Info("onetick started", "version", version(), "jobs", len(jobs), "lease_ttl", f.Lease.TTL.D().String())
+
+	go func() {
+		defer close(done)
+		_ = sched.Run(runCtx)
+	}()
+	sigs, stop := signals(env)
+	defer stop()
+	var runErr error
+	select {
+	case <-done: // the parent context ended
+	case sig := <-sigs:
+		log.Info("signal received: stopping firing, releasing the lease", "signal", sig.String())
+		cancel()
+		select {
+		case <-done:
+		case sig := <-sigs:
+			runErr = fmt.Errorf("second signal (%s): exiting at once", sig)
+		case <-time.After(ShutdownBound):
+			runErr = fmt.Errorf("shutdown took longer than %s: exiting", ShutdownBound)
+		}
+	}
+	if srv != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+		_ = srv.Shutdown(sctx)
+		scancel()
+	}
+	if runErr == nil {
+		log.Info("onetick stopped")
+	}
+	return runErr
+}
+
+// handler serves /metrics, /healthz, /readyz and /status.
+func handler(reg *prometheus.Registry, s *onetick.Scheduler, b onetick.Backend, jobs []onetick.Job, done <-chan struct{}) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		select {
+		case <-done:
+			http.Error(w, "scheduler loop stopped", http.StatusServiceUnavailable)
+		default:
+			fmt.Fprintln(w, "ok")
+		}
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if _, err := b.Time(ctx); err != nil {
+			http.Error(w, "backend unavailable: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		st, err := onetick.ReadStatus(ctx, b, jobs, 20)
+		if err != nil {
+			http.Error(w, "status: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(replicaStatus{Status: st, Replica: s.Elector().Holder(), IsLeader: s.Elector().IsLeader()})
+	})
+	return mux
+}
+
+type replicaStatus struct {
+	*onetick.Status
+	Replica  string `json:"replica"`
+	IsLeader bool   `json:"is_leader"`
+}
+

@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/memory"
+)
+
+// cmdStatus reads the leader, its history and each job's position from
+// the backend. It works from any machine that reaches the store.
+func cmdStatus(ctx context.Context, args []string, env Env) error {
+	fs := newFlags("status", env)
+	path := fs.String("config", "", "configuration file")
+	asJSON := fs.Bool("json", false, "print JSON")
+	redisURL := fs.String("redis", "", "Redis URL, overrides backend.redis.url and ONETICK_REDIS_URL")
+	history := fs.Int("history", 10, "how many leadership terms to show")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return badInput("status: unexpected argument %q", pos[0])
+	}
+	f, err := loadConfig(*path)
+	if err != nil {
+		return err
+	}
+	if err := applyRedisOverride(f, *redisURL, env); err != nil {
+		return err
+	}
+	if f.Backend.Redis == nil {
+		return badInput("status: %s has no shared backend (backend.redis): the embedded backend lives inside its one replica; ask it at http://%s/status", f.Path, f.HTTP.Listen)
+	}
+	jobs, err := f.OneTickJobs()
+	if err != nil {
+		return usageError{err}
+	}
+	b, err := openBackend(ctx, f, func() *memory.Backend { return nil })
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := onetick.ReadStatus(sctx, b, jobs, *history)
+	if err != nil {
+		return fmt.Errorf("reading status from %s: %v", f.MaskedRedisURL(), err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	printStatus(env.Stdout, st)
+	return nil
+}
+
+func fmtSlot(s *onetick.Slot, loc *time.Location) string {
+	if s == nil {
+		return "-"
+	}
+	return s.Time().In(loc).Format(time.RFC3339)
+}
+
+func printStatus(w io.Writer, st *onetick.Status) {
+	if st.Leader != nil {
+		fmt.Fprintf(w, "leader: %s (epoch %d), lease %.1fs left\n", st.Leader.Holder, st.Leader.Epoch, st.Leader.TTLLeft)
+	} else {
+		fmt.Fprintln(w, "leader: none")
+	}
+	fmt.Fprintf(w, "store time: %s\n\nleadership history (newest first):\n", st.StoreTime.Format(time.RFC3339))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  EPOCH\tHOLDER\tSTART\tEND\tENDED BY")
+	for _, t := range st.History {
+		end, reason := "-", "(current)"
+		if !t.End.IsZero() {
+			end, reason = t.End.Format(time.RFC3339), string(t.Reason)
+		} else if t.Reason != "" {
+			reason = string(t.Reason)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", t.Epoch, t.Holder, t.Start.Format(time.RFC3339), end, reason)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w, "\njobs:")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NAME\tSCHEDULE\tZONE\tPREFER\tLAST FIRED\tNEXT\tGAP")
+	for _, j := range st.Jobs {
+		loc, err := time.LoadLocation(j.Zone)
+		if err != nil {
+			loc = time.UTC
+		}
+		gap := "none"
+		if j.Gap > 0 {
+			gap = fmt.Sprintf("%d missed (%s .. %s)", j.Gap, fmtSlot(j.GapFrom, loc), fmtSlot(j.GapTo, loc))
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, j.Schedule, j.Zone, j.Prefer,
+			fmtSlot(j.LastFired, loc), fmtSlot(j.Next, loc), gap)
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,108 @@
+package onetick
+
+import (
+	"context"
+	"time"
+)
+
+// Status is what `onetick status` and the /status endpoint show: the
+// current leader, the recent terms, and each job's position. It is read
+// from the store, so any replica (or any machine with access to the store)
+// sees the same thing.
+type Status struct {
+	StoreTime time.Time   `json:"store_time"`
+	Leader    *LeaderView `json:"leader"`
+	History   []Term      `json:"history"`
+	Jobs      []JobStatus `json:"jobs"`
+}
+
+// LeaderView is the current lease.
+type LeaderView struct {
+	Holder  string  `json:"holder"`
+	Epoch   Epoch   `json:"epoch"`
+	TTLLeft float64 `json:"ttl_left_seconds"`
+}
+
+// JobStatus is one job's position in its schedule.
+type JobStatus struct {
+	Name      string `json:"name"`
+	Schedule  string `json:"schedule"`
+	Zone      string `json:"timezone"`
+	Prefer    Prefer `json:"prefer"`
+	LastFired *Slot  `json:"last_fired,omitempty"`
+	Next      *Slot  `json:"next,omitempty"`
+	// Gap counts slots after the last fired one that were due more than
+	// GapTolerance ago and have not fired; GapFrom and GapTo bound them.
+	Gap     int64 `json:"gap"`
+	GapFrom *Slot `json:"gap_from,omitempty"`
+	GapTo   *Slot `json:"gap_to,omitempty"`
+}
+
+// GapTolerance is how late a slot may be before Status reports it as a gap:
+// long enough for the leader to fire a slot that just came due.
+const GapTolerance = 2 * time.Second
+
+// describer is implemented by schedules that can name themselves and their
+// zone (cron.Schedule does).
+type describer interface {
+	String() string
+	Location() *time.Location
+}
+
+// ReadStatus reads the status of jobs from b, with up to history terms.
+func ReadStatus(ctx context.Context, b Backend, jobs []Job, history int) (*Status, error) {
+	now, err := b.Time(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st := &Status{StoreTime: now.UTC(), Jobs: []JobStatus{}}
+	info, err := b.Leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if info.Held {
+		st.Leader = &LeaderView{Holder: info.Lease.Holder, Epoch: info.Lease.Epoch, TTLLeft: info.TTL.Seconds()}
+	}
+	if st.History, err = b.History(ctx, history); err != nil {
+		return nil, err
+	}
+	if st.History == nil {
+		st.History = []Term{}
+	}
+	names := make([]string, len(jobs))
+	for i, j := range jobs {
+		names[i] = j.Name
+	}
+	last, err := b.LastFired(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	nowSlot := SlotOf(now)
+	for _, j := range jobs {
+		js := JobStatus{Name: j.Name, Prefer: j.Prefer, Zone: "UTC"}
+		if js.Prefer == "" {
+			js.Prefer = PreferMissed
+		}
+		if d, ok := j.Schedule.(describer); ok {
+			js.Schedule = d.String()
+			js.Zone = d.Location().String()
+		}
+		from := nowSlot
+		if l, ok := last[j.Name]; ok {
+			js.LastFired = &l
+			from = max(l, nowSlot)
+			due := nowSlot - Slot(GapTolerance.Milliseconds())
+			if n := countSlots(j.Schedule, l, due, maxCount); n > 0 {
+				js.Gap = n
+				first := nextSlot(j.Schedule, l)
+				lastMissed := prevSlotBefore(j.Schedule, l, due+1)
+				js.GapFrom, js.GapTo = &first, &lastMissed
+			}
+		}
+		if n := nextSlot(j.Schedule, from); n != noSlot {
+			js.Next = &n
+		}
+		st.Jobs = append(st.Jobs, js)
+	}
+	return st, nil
+}
