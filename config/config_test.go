@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -249,33 +250,39 @@ func TestExpand(t *testing.T) {
 	t.Setenv("ONETICK_T_EMPTY", "")
 	t.Setenv("ONETICK_T_N", "500")
 	t.Setenv("ONETICK_T_TRICKY", "a: b # c\n- d")
+	t.Setenv("ONETICK_T_PW", "*pw #1: 'x\"")
 	os.Unsetenv("ONETICK_T_UNSET")
 	text := `backend:
   redis:
     url: ${ONETICK_T_URL}
     prefix: ${ONETICK_T_UNSET:-pre}
-    password: ${ONETICK_T_EMPTY:-dflt}
+    password: ${ONETICK_T_PW}
     username: "${ONETICK_T_EMPTY}"
+    clock_tolerance: ${ONETICK_T_EMPTY:-}
 jobs:
   - name: job-${ONETICK_T_N}
     schedule: '@daily'
     max_len: ${ONETICK_T_N}
     grace: ${ONETICK_T_UNSET:-45s}
-    payload: {n: ${ONETICK_T_N}, s: "${ONETICK_T_N}", lit: "$${HOME}", dollar: $5, t: ${ONETICK_T_TRICKY}, e: ${ONETICK_T_UNSET:-}}
+    max_catchup: ${ONETICK_T_UNSET:-}
+    payload: {n: ${ONETICK_T_N}, s: "${ONETICK_T_N}", lit: "$${HOME}", dollar: $5, t: ${ONETICK_T_TRICKY}, e: ${ONETICK_T_UNSET:-},
+      d: ${ONETICK_T_EMPTY:-dflt}, x: ${ONETICK_T_EMPTY}}
 `
 	f, err := Parse("t.yaml", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := f.Backend.Redis
-	if r.URL != "redis://h:6379/1" || r.Prefix != "pre" || r.Password != "dflt" || r.Username != "" {
+	if r.URL != "redis://h:6379/1" || r.Prefix != "pre" || r.Password != "*pw #1: 'x\"" || r.Username != "" ||
+		r.ClockTolerance != Duration(DefaultClockTolerance) {
 		t.Errorf("redis = %+v", r)
 	}
 	j := f.Jobs[0]
-	if j.Name != "job-500" || j.MaxLen != 500 || j.Grace != Duration(45*time.Second) || j.Stream != "pre:stream:job-500" {
+	if j.Name != "job-500" || j.MaxLen != 500 || j.Grace != Duration(45*time.Second) || j.Stream != "pre:stream:job-500" ||
+		j.MaxCatchup != DefaultMaxCatchup {
 		t.Errorf("job = %+v", j)
 	}
-	if want := `{"n":500,"s":"500","lit":"${HOME}","dollar":"$5","t":"a: b # c\n- d","e":null}`; j.Payload != want {
+	if want := `{"n":500,"s":"500","lit":"${HOME}","dollar":"$5","t":"a: b # c\n- d","e":null,"d":"dflt","x":null}`; j.Payload != want {
 		t.Errorf("payload = %s, want %s", j.Payload, want)
 	}
 }
@@ -386,5 +393,18 @@ func TestOneTickJobsRejectsInvalid(t *testing.T) {
 	}
 	if p := jobs[0].Payload; !json.Valid([]byte(p)) {
 		t.Errorf("payload %q", p)
+	}
+}
+
+func TestManyJobs(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("jobs:\n")
+	const n = 10000
+	for i := range n {
+		fmt.Fprintf(&b, "  - name: job-%d\n    schedule: '*/5 * * * *'\n    timezone: Europe/Berlin\n    payload: {id: %d, tags: [a, b, c]}\n", i, i)
+	}
+	f := mustParse(t, b.String(), noEnv)
+	if len(f.Jobs) != n || f.Jobs[n-1].Payload != fmt.Sprintf(`{"id":%d,"tags":["a","b","c"]}`, n-1) || f.Jobs[n-1].Line != 4*(n-1)+2 {
+		t.Fatalf("got %d jobs, last %+v", len(f.Jobs), f.Jobs[n-1])
 	}
 }

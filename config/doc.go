@@ -67,10 +67,18 @@
 //
 // ${VAR} in a value is replaced by the environment variable VAR; it is an
 // error if VAR is not set. ${VAR:-default} gives default when VAR is unset
-// or empty. $${ stands for a literal ${. Expansion happens inside values
-// after the YAML is parsed, so a variable's content can never change the
-// file's structure, and an unquoted value is typed after expansion
-// (max_len: ${MAX_LEN} reads a number). Keys and comments are not expanded.
+// or empty. $${ stands for a literal ${. References may be written
+// anywhere a plain value can, also inside {...} and [...], but a reference
+// cannot span lines.
+//
+// A variable's content can never change the file's structure: the
+// references are set aside before the YAML is parsed and filled into the
+// parsed values, so a password may contain "#", ": " or quotes, or start
+// with "*", and needs no quoting. An unquoted value is typed after
+// expansion (max_len: ${MAX_LEN} reads a number, payload: {n: ${N}} gives
+// a JSON number), a quoted one stays a string. A variable cannot supply
+// structure: payload: ${JSON} gives a JSON string. References in comments
+// and in fields that are reported as unknown are never looked up.
 //
 // # Secrets
 //

@@ -143,6 +143,8 @@ var errCases = []errCase{
 		want: []want{{3, "backend.redis.url", `"xxxxx@h:6379"`}}},
 	{name: "url from env with password", yaml: "backend:\n  redis:\n    url: ${URL}\n", env: map[string]string{"URL": "redis://u:hunter2@h:6379/0?bogus=1"},
 		secret: "hunter2", want: []want{{3, "backend.redis.url", "unexpected option"}}},
+	{name: "password in the query", yaml: "backend:\n  redis:\n    url: redis://h:6379/0?password=hunter2\n", secret: "hunter2",
+		want: []want{{3, "backend.redis.url", `invalid URL "redis://h:6379/0?...": unexpected option: password`}}},
 	{name: "url without host", yaml: "backend:\n  redis:\n    url: redis:h\n",
 		want: []want{{3, "backend.redis.url", "no host"}}},
 	{name: "negative clock tolerance", yaml: "backend:\n  redis:\n    url: redis://h\n    clock_tolerance: -1s\n",

@@ -22,7 +22,9 @@ import (
 )
 
 // maxVisits bounds the work of following aliases and merge keys, so that
-// "billion laughs" documents fail instead of exhausting memory.
+// "billion laughs" documents fail instead of exhausting memory: walking a
+// document costs about one unit per node, and a document of n bytes may
+// spend maxVisits + 2n units (it has fewer than n nodes).
 const maxVisits = 1 << 20
 
 // maxDepth bounds the nesting of a payload (counting aliases followed).
@@ -59,7 +61,7 @@ func (e entry) ok() bool { return e.val != nil }
 
 func parse(name string, data []byte, lookup func(string) (string, bool)) (*File, error) {
 	p := &parser{
-		file: name, lookup: lookup, budget: maxVisits,
+		file: name, lookup: lookup, budget: maxVisits + 2*len(data),
 		expanded: map[*yaml.Node]*yaml.Node{}, active: map[*yaml.Node]int{},
 	}
 	p.f = &File{Path: name, lines: map[string]int{}}
@@ -200,7 +202,7 @@ func (p *parser) spend(n int, line int) bool {
 	}
 	if !p.overflow {
 		p.overflow = true
-		p.errorf(line, "", "the document is too complex (aliases and merge keys expand to more than %d nodes)", maxVisits)
+		p.errorf(line, "", "the document is too complex (its aliases and merge keys expand to more than %d nodes)", maxVisits)
 	}
 	return false
 }
@@ -422,7 +424,11 @@ func (p *parser) dur(e entry, path string) (Duration, bool) {
 		p.errorf(e.line, path, "must be a duration such as 15s, got %s", p.kindText(d))
 		return 0, false
 	}
-	v, msg := parseDuration(p.scalar(d, path).Value)
+	s := p.scalar(d, path)
+	if s.ShortTag() == "!!null" { // such as ${GRACE:-}
+		return 0, true
+	}
+	v, msg := parseDuration(s.Value)
 	if msg != "" {
 		p.errorf(e.line, path, "%s", msg)
 		return 0, false
@@ -441,6 +447,9 @@ func (p *parser) integer(e entry, path string, lo, hi int64) (int64, bool) {
 		return 0, false
 	}
 	s := p.scalar(d, path)
+	if s.ShortTag() == "!!null" {
+		return 0, true
+	}
 	var v int64
 	if s.ShortTag() != "!!int" || decodeScalar(s, &v) != nil {
 		p.errorf(e.line, path, "must be an integer, got %q", short(s.Value))
@@ -468,6 +477,9 @@ func (p *parser) boolean(e entry, path string) (bool, bool) {
 		return false, false
 	}
 	s := p.scalar(d, path)
+	if s.ShortTag() == "!!null" {
+		return false, true
+	}
 	var v bool
 	if s.ShortTag() != "!!bool" || decodeScalar(s, &v) != nil {
 		p.errorf(e.line, path, "must be true or false, got %q", short(s.Value))
@@ -606,19 +618,28 @@ func (p *parser) checkURL(raw string, line int) string {
 			}
 		}
 	}
-	masked := strconv.Quote(short(maskURL(raw)))
+	// The query is left out: a misplaced ?password=... must not show.
+	shown := maskURL(raw)
+	if i := strings.IndexAny(shown, "?#"); i >= 0 {
+		shown = shown[:i] + "?..."
+	}
+	masked := strconv.Quote(short(shown))
+	// Parser messages quote parts of the URL, which may be parts of a
+	// password (whose special characters were not escaped) or of a query
+	// value: with either present, only the kind of problem is shown.
+	sanitize := strings.ContainsAny(raw, "@?#")
 	reason := func(err error) string {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
 		msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "redis: "), "net/url: ")
-		if hasCreds {
-			// Parser messages quote parts of the URL, which may be parts
-			// of a password whose special characters were not escaped.
+		if sanitize && !strings.HasPrefix(msg, "unexpected option: ") { // that one lists only names
 			if i := strings.IndexAny(msg, "\":"); i > 0 {
 				msg = strings.TrimSpace(msg[:i])
 			}
+		}
+		if hasCreds {
 			msg += " (percent-encode special characters in the user name and password, or use the username and password fields)"
 		}
 		return msg

@@ -129,7 +129,7 @@ func tagName(t string) string {
 func (w *jsonWriter) str(s string) {
 	enc := json.NewEncoder(&w.buf)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // strings always encode
+	_ = enc.Encode(s)               // strings always encode
 	w.buf.Truncate(w.buf.Len() - 1) // the newline Encode adds
 }
 

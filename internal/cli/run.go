@@ -175,11 +175,18 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 		log.Info("using Redis", "url", f.MaskedRedisURL(), "prefix", f.Backend.Redis.Prefix)
 	}
 
+	clock, err := testClock(env.Getenv)
+	if err != nil {
+		return badInput("%v", err)
+	}
+	if clock != nil {
+		log.Warn("test build: replica clock is skewed", "offset", env.Getenv("ONETICK_TEST_CLOCK_OFFSET"))
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	sched, err := onetick.New(onetick.Config{
 		Backend: b, Replica: *replica, Jobs: jobs, Lease: f.LeaseConfig(), Sink: sink,
-		Logger: base, Registerer: reg,
+		Logger: base, Registerer: reg, Clock: clock,
 		OnNewLeader: func(l onetick.Lease) {
 			log.Info("leader observed", "leader", l.Holder, "leader_epoch", int64(l.Epoch))
 		},

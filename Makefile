@@ -1,0 +1,50 @@
+# onetick: `make test` installs what the tests need (redis-server, promtool)
+# when it is missing, then runs vet, the race-enabled tests and the alert
+# rule tests. `make run` starts onetick on its embedded default.
+
+GO ?= go
+export PATH := $(PATH):/usr/sbin:/usr/bin
+
+.PHONY: test deps vet unit alerts-test run demo bench verify soak fuzz build
+
+test: deps vet unit alerts-test
+
+deps:
+	@bash scripts/install-deps.sh
+
+vet:
+	$(GO) vet ./...
+	$(GO) vet -tags verify ./...
+
+unit:
+	$(GO) test -race -count=1 -timeout 9m ./...
+
+alerts-test:
+	promtool check rules deploy/prometheus/alerts.yml
+	promtool test rules deploy/prometheus/alerts_test.yml
+
+run:
+	$(GO) run ./cmd/onetick run --config examples/hello.yaml
+
+demo:
+	$(GO) run ./cmd/onetick demo
+
+build:
+	$(GO) build -o bin/onetick ./cmd/onetick
+
+fuzz:
+	$(GO) test -run xxx -fuzz FuzzParse -fuzztime 60s ./cron/
+	$(GO) test -run xxx -fuzz FuzzParse -fuzztime 60s ./config/
+
+# Go benchmarks of the engine, then the side-by-side harness (its own module).
+bench: deps
+	$(GO) test -run xxx -bench . -benchmem ./...
+	cd bench && $(GO) run . 
+
+# The fault-injection verification suite (real processes, real redis-server).
+verify: deps
+	$(GO) test -tags verify -count=1 -timeout 25m -v ./verify/
+
+# The same with the long steady-state run.
+soak: deps
+	ONETICK_VERIFY_STEADY=10m $(GO) test -tags verify -count=1 -timeout 60m -v ./verify/
