@@ -26,6 +26,14 @@ type errCase struct {
 var errCases = []errCase{
 	{name: "malformed YAML", yaml: "jobs:\n  - name: a\n    schedule: [\n",
 		want: []want{{3, "", "invalid YAML: did not find expected node content"}}},
+	{name: "misindented key", yaml: "jobs:\n  - name: a\n   schedule: x\n",
+		want: []want{{3, "", "invalid YAML: did not find expected '-' indicator"}}},
+	{name: "misindented mapping", yaml: "lease:\n  ttl: 15s\n renew: 5s\n",
+		want: []want{{3, "", "invalid YAML: did not find expected key"}}},
+	{name: "unclosed quote", yaml: "jobs:\n  - name: 'a\n    schedule: x\n",
+		want: []want{{2, "", "invalid YAML: found unexpected end of stream"}}},
+	{name: "malformed YAML after a multi-line flow mapping", yaml: "lease: {ttl: 15s,\n  renew: 5s}\nhttp:\n  listen: x\n bad: 1\n",
+		want: []want{{5, "", "invalid YAML: did not find expected key"}}},
 	{name: "malformed YAML on line 1", yaml: "a: b: c\n",
 		want: []want{{1, "", "invalid YAML: mapping values are not allowed"}}},
 	{name: "tab indentation", yaml: "jobs:\n\t- name: a\n",
@@ -243,7 +251,7 @@ backend:
 `
 	_, err := parse("bad.yaml", []byte(text), noEnv)
 	// The last line makes the YAML malformed: only that is reported.
-	checkErrors(t, err, []want{{11, "", "invalid YAML: did not find expected key"}})
+	checkErrors(t, err, []want{{15, "", "invalid YAML: did not find expected key"}})
 
 	text = strings.TrimSuffix(text, "  - name: ok\n") + "extra: 1\n"
 	_, err = parse("bad.yaml", []byte(text), noEnv)

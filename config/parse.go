@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	goredis "github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v3"
@@ -91,75 +90,113 @@ func (p *parser) errorf(line int, field, format string, args ...any) {
 	p.errs = append(p.errs, &Error{File: p.file, Line: line, Field: field, Msg: msg})
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
-
 // decode parses the YAML document. It returns the root node (nil for an
 // empty document) and whether parsing succeeded.
-func (p *parser) decode(data []byte) (root *yaml.Node, ok bool) {
+func (p *parser) decode(data []byte) (*yaml.Node, bool) {
+	root, err := decodeYAML(data)
+	if err != nil {
+		msg, line := yamlMessage(err)
+		if _, multi := err.(multiDocError); !multi {
+			line = syntaxErrorLine(data, msg)
+		}
+		p.errorf(line, "", "%s", msg)
+		return nil, false
+	}
+	return root, true
+}
+
+// multiDocError reports a second YAML document.
+type multiDocError struct{ line int }
+
+func (e multiDocError) Error() string {
+	return "yaml: line " + strconv.Itoa(e.line) + ": only one YAML document is allowed"
+}
+
+// decodeYAML parses data, which must hold at most one document, and returns
+// its root node (nil for an empty document).
+func decodeYAML(data []byte) (root *yaml.Node, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			p.errorf(0, "", "invalid YAML: the parser failed")
-			root, ok = nil, false
+			root, err = nil, errors.New("yaml: the parser failed")
 		}
 	}()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, true
+			return nil, nil
 		}
-		p.yamlError(err, data)
-		return nil, false
+		return nil, err
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		p.yamlError(err, data)
-		return nil, false
+		return nil, err
 	default:
-		p.errorf(extra.Line, "", "only one YAML document is allowed")
-		return nil, false
+		return nil, multiDocError{extra.Line}
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
-		return nil, true
+		return nil, nil
 	}
-	return doc.Content[0], true
+	return doc.Content[0], nil
 }
 
-func (p *parser) yamlError(err error, data []byte) {
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// yamlMessage splits a yaml error into its message and the line it names.
+func yamlMessage(err error) (string, int) {
 	msg := err.Error()
 	line := 0
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		msg = msg[len(m[0]):]
 	} else {
-		// yaml gives no line for problems on the first line and for
-		// problems with the encoding.
 		msg = strings.TrimPrefix(msg, "yaml: ")
-		line = badByteLine(data)
 	}
-	p.errorf(line, "", "invalid YAML: %s", msg)
+	if _, multi := err.(multiDocError); multi {
+		return msg, line
+	}
+	return "invalid YAML: " + msg, line
 }
 
-// badByteLine returns the line of the first byte YAML cannot accept
-// (invalid UTF-8 or a control character), or 1.
-func badByteLine(data []byte) int {
-	line := 1
-	for i := 0; i < len(data); {
-		r, size := utf8.DecodeRune(data[i:])
-		switch {
-		case r == '\n':
-			line++
-		case r == utf8.RuneError && size <= 1,
-			r < 0x20 && r != '\t' && r != '\r',
-			r >= 0x7f && r <= 0x9f && r != 0x85,
-			r == 0xfffe || r == 0xffff:
-			return line
-		}
-		i += size
+// syntaxErrorLine finds the line of a syntax error. The line yaml names is
+// that of the construct being parsed, often lines before the problem (and
+// none at all on the first line), so instead this finds the first line
+// after which the cut text fails with the same message. A cut after an
+// unfinished construct may fail differently ("unexpected end of stream"),
+// hence the comparison of messages. The search is binary: exact when
+// failing is monotonic in the cut, as it nearly always is.
+func syntaxErrorLine(data []byte, msg string) int {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if n := len(lines); n > 0 && len(lines[n-1]) == 0 {
+		lines = lines[:n-1]
 	}
-	return 1
+	if len(lines) == 0 {
+		return 0
+	}
+	offsets := make([]int, len(lines)+1) // offsets[k]: length of the first k lines
+	for i, l := range lines {
+		offsets[i+1] = offsets[i] + len(l)
+	}
+	fails := func(k int) bool {
+		_, err := decodeYAML(data[:offsets[k]])
+		if err == nil {
+			return false
+		}
+		m, _ := yamlMessage(err)
+		return m == msg
+	}
+	lo, hi := 1, len(lines) // the answer is in [lo, hi]; all of data fails
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if fails(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return hi
 }
 
 // deref follows aliases; nil for a dangling alias.
