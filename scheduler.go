@@ -29,6 +29,11 @@ type counter interface {
 	Count(a, b time.Time, max int64) int64
 }
 
+// minGrace is the smallest grace the scheduler applies: an on-time tick
+// that the machine's scheduling noise delays by a few milliseconds must
+// never count as missed.
+const minGrace = time.Second
+
 // Job is one periodic job.
 type Job struct {
 	Name     string
@@ -38,7 +43,8 @@ type Job struct {
 	Prefer Prefer
 	// Grace: with PreferMissed, a slot that came due while no leader fired
 	// is still fired if it is at most Grace old. Default twice the lease TTL,
-	// so an ordinary failover loses nothing.
+	// so an ordinary failover loses nothing. Values below one second act as
+	// one second.
 	Grace time.Duration
 	// MaxCatchup bounds how many late slots one wake-up fires for this job;
 	// older ones are skipped and counted as missed. Default 100.
@@ -342,7 +348,7 @@ func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger) []Tick {
 	c := j.cursor
 	lo := c // fire slots in (lo, now]
 	if j.Prefer == PreferMissed {
-		lo = max(c, now-Slot(j.Grace.Milliseconds())-1)
+		lo = max(c, now-Slot(max(j.Grace, minGrace).Milliseconds())-1)
 	}
 	slots := lastSlots(j.Schedule, lo, now, j.MaxCatchup)
 	if len(slots) == 0 {
@@ -405,9 +411,6 @@ func (s *Scheduler) claim(ctx context.Context, ld *Leadership, ticks []Tick, log
 			// The claim's fate is unknown. Retrying is safe: the store
 			// recognises a tick this same term already claimed.
 			log.Warn("claim failed; retrying while the lease is trusted", "err", err, "ticks", len(batch))
-			if ctx.Err() != nil && !ld.Trusted() {
-				return early, false
-			}
 			t := s.clock.NewTimer(50 * time.Millisecond)
 			<-t.Chan()
 			continue

@@ -81,7 +81,7 @@ func TestValidate(t *testing.T) {
 		name, body string
 		want       []string // substrings of stderr
 	}{
-		{"malformed", "jobs:\n  - name: a\n   schedule: x\n", []string{"bad.yaml:1", "invalid YAML"}},
+		{"malformed", "jobs:\n  - name: a\n   schedule: x\n", []string{"bad.yaml:3", "invalid YAML"}},
 		{"tab indent", "jobs:\n\t- name: a\n", []string{"bad.yaml:2", "invalid YAML"}},
 		{"unknown field", "jobs:\n  - name: a\n    schedule: \"@every 1s\"\n    colour: blue\n", []string{"bad.yaml:4", "colour"}},
 		{"bad cron", "jobs:\n  - name: a\n    schedule: \"61 * * * *\"\n", []string{"bad.yaml:3", "jobs[0] (a).schedule", "minute"}},
