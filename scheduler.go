@@ -101,7 +101,7 @@ func (c *Config) Validate() error {
 			}
 			return "jobs[" + j.Name + "]." + name
 		}
-		if err := validName(j.Name); err != nil {
+		if err := ValidJobName(j.Name); err != nil {
 			return configErr(f("name"), "%v", err)
 		}
 		if k, dup := seen[j.Name]; dup {
@@ -132,7 +132,9 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-func validName(n string) error {
+// ValidJobName checks a job name: required, at most 200 bytes, no spaces
+// or control characters (it becomes part of keys, tick ids and labels).
+func ValidJobName(n string) error {
 	if n == "" {
 		return errors.New("is required")
 	}

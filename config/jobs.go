@@ -2,29 +2,16 @@ package config
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/cron"
 )
 
-// validName mirrors onetick's job-name rules.
-func validName(n string) error {
-	if n == "" {
-		return errors.New("is required")
-	}
-	if len(n) > 200 {
-		return errors.New("is longer than 200 bytes")
-	}
-	if strings.IndexFunc(n, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-		return errors.New("must not contain spaces or control characters")
-	}
-	return nil
-}
+// validName is onetick's job-name rule.
+var validName = onetick.ValidJobName
 
 // loadZone loads an IANA zone ("" is UTC). "Local" is refused: every
 // replica must compute the same slots, whatever its host's zone.

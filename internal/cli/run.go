@@ -14,10 +14,10 @@ import (
 	"syscall"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
@@ -285,4 +285,3 @@ type replicaStatus struct {
 	Replica  string `json:"replica"`
 	IsLeader bool   `json:"is_leader"`
 }
-
