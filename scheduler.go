@@ -158,6 +158,7 @@ type Scheduler struct {
 	log     *slog.Logger
 	clock   clockwork.Clock
 	jobs    []*jobState
+	byName  map[string]*jobState
 }
 
 type jobState struct {
@@ -197,7 +198,7 @@ func New(cfg Config) (*Scheduler, error) {
 	m.now = cfg.Clock.Now
 	m.LeaseTTL.Set(lease.TTL.Seconds())
 	s := &Scheduler{cfg: cfg, lease: lease, metrics: m, clock: cfg.Clock,
-		log: cfg.Logger.With("replica", cfg.Replica)}
+		log: cfg.Logger.With("replica", cfg.Replica), byName: make(map[string]*jobState, len(cfg.Jobs))}
 	for _, j := range cfg.Jobs {
 		if j.Prefer == "" {
 			j.Prefer = PreferMissed
@@ -215,7 +216,9 @@ func New(cfg Config) (*Scheduler, error) {
 			j.Payload = "{}"
 		}
 		m.initJob(j.Name, j.Prefer)
-		s.jobs = append(s.jobs, &jobState{Job: j})
+		js := &jobState{Job: j}
+		s.jobs = append(s.jobs, js)
+		s.byName[j.Name] = js
 	}
 	e, err := NewElector(ElectorConfig{
 		Backend: cfg.Backend, Holder: cfg.Replica, Lease: cfg.Lease, Clock: cfg.Clock,
@@ -383,10 +386,6 @@ func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger) []Tick {
 // It reports whether any tick was early and whether the store fenced this
 // leader.
 func (s *Scheduler) claim(ctx context.Context, ld *Leadership, ticks []Tick, log *slog.Logger) (early, fenced bool) {
-	byName := make(map[string]*jobState, len(s.jobs))
-	for _, j := range s.jobs {
-		byName[j.Name] = j
-	}
 	// A claim in flight is finished even when leadership is being given up:
 	// its outcome must be known and accounted for.
 	cctx := context.WithoutCancel(ctx)
@@ -420,7 +419,7 @@ func (s *Scheduler) claim(ctx context.Context, ld *Leadership, ticks []Tick, log
 		s.elector.observeStoreTime(res.StoreTime, sent, recv)
 		var delivered []TickRecord
 		for i, t := range batch {
-			j := byName[t.Job]
+			j := s.byName[t.Job]
 			switch res.Outcomes[i] {
 			case Claimed:
 				s.metrics.EnqueuedTicks.WithLabelValues(t.Job).Inc()

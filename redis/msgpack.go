@@ -31,6 +31,12 @@ func (p *packer) int(v int64) {
 	p.b = append(p.b, d...)
 }
 
+// uint writes an unsigned integer; the script receives a Lua number.
+func (p *packer) uint(v uint64) {
+	p.b = append(p.b, 0xcf)
+	p.b = binary.BigEndian.AppendUint64(p.b, v)
+}
+
 func (p *packer) header(n int) {
 	switch {
 	case n < 32:

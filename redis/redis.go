@@ -242,10 +242,10 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 	p.array(8 * len(ticks))
 	for _, t := range ticks {
 		p.str(t.Job)
-		p.int(int64(t.Slot))
+		p.uint(uint64(max(t.Slot, 0)))
 		p.str(t.ID())
 		p.str(t.Payload)
-		p.int(max(t.Retention.Milliseconds(), 1))
+		p.uint(uint64(max(t.Retention.Milliseconds(), 1)))
 		p.int(t.MaxLen)
 		p.str(t.Stream)
 		p.bool(t.OutOfOrder)

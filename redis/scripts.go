@@ -88,8 +88,10 @@ return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}
 //
 // KEYS: leader, last-fired hash, terms. ARGV: token, tolerance ms, epoch,
 // holder, tick-record key prefix, and the batch as MessagePack: an array of
-// 8 values per tick: job, slot, tick id, payload, retention ms, maxlen,
-// stream, out-of-order. (Tick-record keys and streams are not declared in
+// 8 values per tick: job, slot (integer), tick id, payload, retention ms
+// (integer), maxlen (decimal string), stream, out-of-order (bool). Lua
+// passes integer-valued numbers to Redis commands in full ("%.17g"), so
+// slots reach XADD and HSET as exact decimal strings. (Tick-record keys and streams are not declared in
 // KEYS, which single-server Redis allows; it is one reason Redis Cluster
 // is not supported.)
 //
@@ -152,7 +154,7 @@ for i = 1, #d, 8 do
       jobs = {}
     end
   end
-  local b = math.floor(tonumber(d[i + 1]) / BUCKET)
+  local b = math.floor(d[i + 1] / BUCKET)
   local bk = lastBk
   if b ~= lastB then
     bk = buckets[b]
@@ -166,7 +168,7 @@ for i = 1, #d, 8 do
   tb[i] = bk
   local f = bk.fields
   f[#f + 1] = d[i + 2]
-  local exp = (b + 1) * BUCKET + tonumber(d[i + 4])
+  local exp = (b + 1) * BUCKET + d[i + 4]
   if exp > bk.expire then bk.expire = exp end
   if #f >= 1000 then
     local v = redis.call('HMGET', bk.key, unpack(f))
@@ -189,8 +191,7 @@ end
 
 local out, moved = {}, {}
 for i = 1, #d, 8 do
-  local job, slotArg, id = d[i], d[i + 1], d[i + 2]
-  local slot = tonumber(slotArg)
+  local job, slot, id = d[i], d[i + 1], d[i + 2]
   local ooo = d[i + 7]
   local r = rec[id]
   local res
@@ -207,13 +208,13 @@ for i = 1, #d, 8 do
     new[#new + 1] = token
     if not ooo then
       last[job] = slot
-      moved[job] = slotArg
+      moved[job] = slot
     end
     if d[i + 5] ~= '0' then
-      redis.call('XADD', d[i + 6], 'MAXLEN', '~', d[i + 5], '*', 'job', job, 'slot', slotArg,
+      redis.call('XADD', d[i + 6], 'MAXLEN', '~', d[i + 5], '*', 'job', job, 'slot', slot,
         'tick', id, 'epoch', epoch, 'replica', holder, 'payload', d[i + 3])
     else
-      redis.call('XADD', d[i + 6], '*', 'job', job, 'slot', slotArg,
+      redis.call('XADD', d[i + 6], '*', 'job', job, 'slot', slot,
         'tick', id, 'epoch', epoch, 'replica', holder, 'payload', d[i + 3])
     end
     res = '1'
@@ -237,9 +238,9 @@ for _, bk in ipairs(order) do
   end
 end
 local kv = {}
-for job, slotArg in pairs(moved) do
+for job, slot in pairs(moved) do
   kv[#kv + 1] = job
-  kv[#kv + 1] = slotArg
+  kv[#kv + 1] = slot
 end
 hset(KEYS[2], kv)
 return {now, table.concat(out)}
