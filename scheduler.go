@@ -356,19 +356,26 @@ func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger) []Tick {
 		lo = max(c, now-Slot(max(j.Grace, minGrace).Milliseconds())-1)
 	}
 	slots := lastSlots(j.Schedule, lo, now, j.MaxCatchup)
-	if len(slots) == 0 {
-		return nil
+	// Everything after the cursor and before the first slot to fire (or,
+	// when none is young enough to fire, up to now) is skipped.
+	end := now
+	if len(slots) > 0 {
+		end = slots[0] - 1
 	}
-	// Everything in (c, slots[0]) is skipped.
-	if skipped := countSlots(j.Schedule, c, slots[0]-1, maxCount); skipped > 0 {
+	if skipped := countSlots(j.Schedule, c, end, maxCount); skipped > 0 {
 		s.metrics.MissedTicks.WithLabelValues(j.Name).Add(float64(skipped))
-		first := nextSlot(j.Schedule, c)
-		attrs := []any{"job", j.Name, "prefer", string(j.Prefer), "from", first.String(),
-			"to", prevSlotBefore(j.Schedule, c, slots[0]).String(), "skipped", skipped}
+		lastSkipped := prevSlotBefore(j.Schedule, c, end+1)
+		attrs := []any{"job", j.Name, "prefer", string(j.Prefer), "from", nextSlot(j.Schedule, c).String(),
+			"to", lastSkipped.String(), "skipped", skipped}
 		if skipped >= maxCount {
 			attrs = append(attrs, "skipped_at_least", true)
 		}
 		log.Warn("gap: slots skipped", attrs...)
+		// Accounted for: the next wake-up waits for the next slot.
+		j.cursor = max(j.cursor, lastSkipped)
+	}
+	if len(slots) == 0 {
+		return nil
 	}
 	if n := len(slots) - 1; n > 0 {
 		log.Info("catching up late slots", "job", j.Name, "from", slots[0].String(), "count", n)

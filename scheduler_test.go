@@ -1,0 +1,60 @@
+package onetick_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/cron"
+	"github.com/onetick/onetick/memory"
+)
+
+// A new leader that finds the only late slot older than the grace skips it
+// at once, counts it, and then sleeps until the next slot: it neither spins
+// nor waits for the next slot to account for the gap.
+func TestSkippedSlotIsCountedAtTakeover(t *testing.T) {
+	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) // a multiple of 5s
+	fc := clockwork.NewFakeClockAt(start)
+	mem := memory.New(memory.Options{Clock: fc})
+	ctx := context.Background()
+	seed, err := mem.Acquire(ctx, "seed", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := onetick.SlotOf(start.Add(-5 * time.Second))
+	if _, err := mem.Claim(ctx, seed.Lease, []onetick.Tick{{Job: "five", Slot: prev, Stream: "s", Payload: "{}", Retention: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.Release(ctx, seed.Lease); err != nil {
+		t.Fatal(err)
+	}
+	fc.Advance(1500 * time.Millisecond) // the slot at start is now 1.5s old
+	sched, _ := cron.Parse("@every 5s", nil)
+	s, err := onetick.New(onetick.Config{Backend: mem, Replica: "r", Clock: fc,
+		Jobs: []onetick.Job{{Name: "five", Schedule: sched, Prefer: onetick.PreferMissed, Grace: time.Second, Stream: "s"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	// The elector's renew and deadline timers and the scheduler's wait for
+	// the next slot: a scheduler that spun would never block on a timer.
+	block(t, fc, 3)
+	if got := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("five")); got != 1 {
+		t.Fatalf("missed counter %v, want 1 (the slot at %s)", got, start)
+	}
+	fc.Advance(3500 * time.Millisecond) // the next slot is due
+	for len(mem.Stream("s")) < 2 {
+		block(t, fc, 3)
+	}
+	got := mem.Stream("s")
+	if got[1].Slot != onetick.SlotOf(start.Add(5*time.Second)) {
+		t.Fatalf("fired %s, want the slot after the skipped one", got[1].Slot)
+	}
+}
