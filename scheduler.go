@@ -158,7 +158,6 @@ type Scheduler struct {
 	log     *slog.Logger
 	clock   clockwork.Clock
 	jobs    []*jobState
-	byName  map[string]*jobState
 }
 
 type jobState struct {
@@ -168,6 +167,11 @@ type jobState struct {
 	next      Slot // first slot after cursor
 	planTop   Slot // newest slot of the last plan; older planned slots are catch-up
 	index     int  // heap index
+
+	// The job's metric series, looked up once: at 100,000 jobs a label
+	// lookup per tick costs more than the claim.
+	enqueued, duplicate, fenced, missed, catchup prometheus.Counter
+	lastFired                                     prometheus.Gauge
 }
 
 // New validates cfg and builds a Scheduler.
@@ -198,7 +202,7 @@ func New(cfg Config) (*Scheduler, error) {
 	m.now = cfg.Clock.Now
 	m.LeaseTTL.Set(lease.TTL.Seconds())
 	s := &Scheduler{cfg: cfg, lease: lease, metrics: m, clock: cfg.Clock,
-		log: cfg.Logger.With("replica", cfg.Replica), byName: make(map[string]*jobState, len(cfg.Jobs))}
+		log: cfg.Logger.With("replica", cfg.Replica)}
 	for _, j := range cfg.Jobs {
 		if j.Prefer == "" {
 			j.Prefer = PreferMissed
@@ -216,9 +220,11 @@ func New(cfg Config) (*Scheduler, error) {
 			j.Payload = "{}"
 		}
 		m.initJob(j.Name, j.Prefer)
-		js := &jobState{Job: j}
+		js := &jobState{Job: j,
+			enqueued: m.EnqueuedTicks.WithLabelValues(j.Name), duplicate: m.DuplicateTicks.WithLabelValues(j.Name),
+			fenced: m.FencedTicks.WithLabelValues(j.Name), missed: m.MissedTicks.WithLabelValues(j.Name),
+			catchup: m.CatchupTicks.WithLabelValues(j.Name), lastFired: m.LastFiredSlot.WithLabelValues(j.Name)}
 		s.jobs = append(s.jobs, js)
-		s.byName[j.Name] = js
 	}
 	e, err := NewElector(ElectorConfig{
 		Backend: cfg.Backend, Holder: cfg.Replica, Lease: cfg.Lease, Clock: cfg.Clock,
@@ -279,6 +285,9 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 	}
 	heap.Init(&h)
 	minWait := time.Duration(0)
+	due := make([]*jobState, 0, len(s.jobs))
+	ticks := make([]Tick, 0, len(s.jobs))
+	owners := make([]*jobState, 0, len(s.jobs)) // owners[i] is the job of ticks[i]
 	for {
 		if h[0].next == noSlot {
 			<-ctx.Done()
@@ -297,15 +306,19 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 			return
 		}
 		now := SlotOf(s.storeNow())
-		var due []*jobState
+		due = due[:0]
 		for len(h) > 0 && h[0].next != noSlot && h[0].next <= now {
 			due = append(due, heap.Pop(&h).(*jobState))
 		}
-		var ticks []Tick
+		ticks, owners = ticks[:0], owners[:0]
 		for _, j := range due {
-			ticks = append(ticks, s.plan(j, now, log)...)
+			n := len(ticks)
+			ticks = s.plan(j, now, log, ticks)
+			for range len(ticks) - n {
+				owners = append(owners, j)
+			}
 		}
-		early, fenced := s.claim(ctx, ld, ticks, log)
+		early, fenced := s.claim(ctx, ld, ticks, owners, log)
 		for _, j := range due {
 			j.next = nextSlot(j.Schedule, j.cursor)
 			heap.Push(&h, j)
@@ -346,10 +359,10 @@ func (s *Scheduler) loadCursors(ctx context.Context, ld *Leadership, log *slog.L
 	}
 }
 
-// plan returns the ticks to claim for j at store time now, applying the
-// job's preference to slots that are late, and moves j.cursor past the
+// plan appends to ticks those to claim for j at store time now, applying
+// the job's preference to slots that are late, and moves j.cursor past the
 // slots it skips.
-func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger) []Tick {
+func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger, ticks []Tick) []Tick {
 	c := j.cursor
 	lo := c // fire slots in (lo, now]
 	if j.Prefer == PreferMissed {
@@ -363,7 +376,7 @@ func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger) []Tick {
 		end = slots[0] - 1
 	}
 	if skipped := countSlots(j.Schedule, c, end, maxCount); skipped > 0 {
-		s.metrics.MissedTicks.WithLabelValues(j.Name).Add(float64(skipped))
+		j.missed.Add(float64(skipped))
 		lastSkipped := prevSlotBefore(j.Schedule, c, end+1)
 		attrs := []any{"job", j.Name, "prefer", string(j.Prefer), "from", nextSlot(j.Schedule, c).String(),
 			"to", lastSkipped.String(), "skipped", skipped}
@@ -375,92 +388,162 @@ func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger) []Tick {
 		j.cursor = max(j.cursor, lastSkipped)
 	}
 	if len(slots) == 0 {
-		return nil
+		return ticks
 	}
 	if n := len(slots) - 1; n > 0 {
 		log.Info("catching up late slots", "job", j.Name, "from", slots[0].String(), "count", n)
 	}
 	j.planTop = slots[len(slots)-1]
-	ticks := make([]Tick, len(slots))
-	for i, sl := range slots {
-		ticks[i] = Tick{Job: j.Name, Slot: sl, Stream: j.Stream, Payload: j.Payload,
-			Retention: j.retention, MaxLen: j.MaxLen}
+	for _, sl := range slots {
+		ticks = append(ticks, Tick{Job: j.Name, Slot: sl, Stream: j.Stream, Payload: j.Payload,
+			Retention: j.retention, MaxLen: j.MaxLen})
 	}
 	return ticks
 }
 
-// claim sends ticks to the store in batches and accounts for the outcomes.
-// It reports whether any tick was early and whether the store fenced this
-// leader.
-func (s *Scheduler) claim(ctx context.Context, ld *Leadership, ticks []Tick, log *slog.Logger) (early, fenced bool) {
+// claimDepth is how many claim calls may be in flight at once: with two,
+// the next batch is encoded and sent while Redis runs the previous one.
+const claimDepth = 2
+
+type claimCall struct {
+	ticks      []Tick
+	owners     []*jobState
+	res        ClaimResult
+	err        error
+	sent, recv time.Time
+	done       chan struct{}
+}
+
+// batches splits ticks into batches of about ClaimBatch, never splitting
+// one job's ticks: batches may run concurrently, and a job's slots must
+// reach the store in order.
+func (s *Scheduler) batches(ticks []Tick, owners []*jobState) []*claimCall {
+	var out []*claimCall
+	for len(ticks) > 0 {
+		n := min(len(ticks), s.cfg.ClaimBatch)
+		for n < len(ticks) && owners[n] == owners[n-1] {
+			n++
+		}
+		out = append(out, &claimCall{ticks: ticks[:n], owners: owners[:n]})
+		ticks, owners = ticks[n:], owners[n:]
+	}
+	return out
+}
+
+// send starts one claim call in its own goroutine; c.done closes when
+// the store has answered or the call failed.
+func (s *Scheduler) send(ctx context.Context, ld *Leadership, c *claimCall) {
+	c.done = make(chan struct{})
+	go func() {
+		defer close(c.done)
+		rctx, cancel := context.WithTimeout(ctx, max(s.clock.Until(ld.Deadline()), time.Millisecond))
+		defer cancel()
+		c.sent = s.clock.Now()
+		c.res, c.err = s.cfg.Backend.Claim(rctx, ld.Lease, c.ticks)
+		c.recv = s.clock.Now()
+	}()
+}
+
+// claim sends ticks to the store in batches, up to claimDepth at a time,
+// and accounts for the outcomes in order. It reports whether any tick was
+// early and whether the store fenced this leader.
+func (s *Scheduler) claim(ctx context.Context, ld *Leadership, ticks []Tick, owners []*jobState, log *slog.Logger) (early, fenced bool) {
 	// A claim in flight is finished even when leadership is being given up:
 	// its outcome must be known and accounted for.
 	cctx := context.WithoutCancel(ctx)
-	for len(ticks) > 0 {
-		n := min(len(ticks), s.cfg.ClaimBatch)
-		batch := ticks[:n]
-		if !ld.Trusted() {
-			return early, false
+	calls := s.batches(ticks, owners)
+	next := 0 // calls[:next] have been sent
+	defer func() {
+		for _, c := range calls[:next] {
+			<-c.done
 		}
-		rctx, cancel := context.WithTimeout(cctx, max(s.clock.Until(ld.Deadline()), time.Millisecond))
-		sent := s.clock.Now()
-		res, err := s.cfg.Backend.Claim(rctx, ld.Lease, batch)
-		recv := s.clock.Now()
-		cancel()
-		switch {
-		case errors.Is(err, ErrFenced):
-			for _, t := range batch {
-				s.metrics.FencedTicks.WithLabelValues(t.Job).Inc()
+	}()
+	for i, c := range calls {
+		// Keep up to claimDepth calls in flight; send nothing more once
+		// the store fenced this term or the lease is no longer trusted.
+		for next < len(calls) && next < i+claimDepth && !fenced && ld.Trusted() {
+			s.send(cctx, ld, calls[next])
+			next++
+		}
+		if i >= next {
+			return early, fenced
+		}
+		for {
+			<-c.done
+			if c.err == nil || errors.Is(c.err, ErrFenced) || fenced || !ld.Trusted() {
+				break
 			}
-			log.Error("claim fenced by the store: this replica's lease was superseded; stepping down", "ticks", len(batch))
-			ld.Lose()
-			return early, true
-		case err != nil:
 			// The claim's fate is unknown. Retrying is safe: the store
 			// recognises a tick this same term already claimed.
-			log.Warn("claim failed; retrying while the lease is trusted", "err", err, "ticks", len(batch))
+			log.Warn("claim failed; retrying while the lease is trusted", "err", c.err, "ticks", len(c.ticks))
 			t := s.clock.NewTimer(50 * time.Millisecond)
 			<-t.Chan()
-			continue
+			if fenced || !ld.Trusted() {
+				break
+			}
+			s.send(cctx, ld, c)
 		}
-		s.elector.observeStoreTime(res.StoreTime, sent, recv)
-		var delivered []TickRecord
-		for i, t := range batch {
-			j := s.byName[t.Job]
-			switch res.Outcomes[i] {
-			case Claimed:
-				s.metrics.EnqueuedTicks.WithLabelValues(t.Job).Inc()
-				s.metrics.TickDelay.Observe(res.StoreTime.Sub(t.Slot.Time()).Seconds())
-				s.metrics.LastFiredSlot.WithLabelValues(t.Job).Set(float64(t.Slot) / 1000)
-				if t.Slot < j.planTop {
-					s.metrics.CatchupTicks.WithLabelValues(t.Job).Inc()
-				}
-				j.cursor = max(j.cursor, t.Slot)
-				if s.cfg.Sink != nil {
-					delivered = append(delivered, TickRecord{Job: t.Job, Slot: t.Slot, Tick: t.ID(),
-						Epoch: ld.Lease.Epoch, Replica: ld.Lease.Holder, Payload: t.Payload})
-				}
-			case Duplicate:
-				s.metrics.DuplicateTicks.WithLabelValues(t.Job).Inc()
-				log.Warn("duplicate tick refused by the store", "job", t.Job, "slot", t.Slot.String())
-				j.cursor = max(j.cursor, t.Slot)
-			case Early:
+		switch {
+		case errors.Is(c.err, ErrFenced):
+			for _, j := range c.owners {
+				j.fenced.Inc()
+			}
+			if !fenced {
+				log.Error("claim fenced by the store: this replica's lease was superseded; stepping down", "ticks", len(c.ticks))
+				ld.Lose()
+			}
+			fenced = true
+		case c.err != nil:
+			// Given up: the lease is no longer trusted. The next leader
+			// continues from the store's last-fired slots.
+		default:
+			if s.account(ld, c, log) {
 				early = true
-				log.Warn("store refused an early tick: this replica's clock runs ahead of the store's",
-					"job", t.Job, "slot", t.Slot.String(), "store_time", res.StoreTime)
 			}
 		}
-		if len(delivered) > 0 {
-			if err := s.cfg.Sink.Deliver(cctx, delivered); err != nil {
-				for _, r := range delivered {
-					s.metrics.DeliveryErrors.WithLabelValues(r.Job).Inc()
-				}
-				log.Error("sink delivery failed", "err", err, "ticks", len(delivered))
-			}
-		}
-		ticks = ticks[n:]
 	}
-	return early, false
+	return early, fenced
+}
+
+// account records the outcomes of one claim call.
+func (s *Scheduler) account(ld *Leadership, c *claimCall, log *slog.Logger) (early bool) {
+	res := c.res
+	s.elector.observeStoreTime(res.StoreTime, c.sent, c.recv)
+	var delivered []TickRecord
+	for i, t := range c.ticks {
+		j := c.owners[i]
+		switch res.Outcomes[i] {
+		case Claimed:
+			j.enqueued.Inc()
+			s.metrics.TickDelay.Observe(res.StoreTime.Sub(t.Slot.Time()).Seconds())
+			j.lastFired.Set(float64(t.Slot) / 1000)
+			if t.Slot < j.planTop {
+				j.catchup.Inc()
+			}
+			j.cursor = max(j.cursor, t.Slot)
+			if s.cfg.Sink != nil {
+				delivered = append(delivered, TickRecord{Job: t.Job, Slot: t.Slot, Tick: t.ID(),
+					Epoch: ld.Lease.Epoch, Replica: ld.Lease.Holder, Payload: t.Payload})
+			}
+		case Duplicate:
+			j.duplicate.Inc()
+			log.Warn("duplicate tick refused by the store", "job", t.Job, "slot", t.Slot.String())
+			j.cursor = max(j.cursor, t.Slot)
+		case Early:
+			early = true
+			log.Warn("store refused an early tick: this replica's clock runs ahead of the store's",
+				"job", t.Job, "slot", t.Slot.String(), "store_time", res.StoreTime)
+		}
+	}
+	if len(delivered) > 0 {
+		if err := s.cfg.Sink.Deliver(context.Background(), delivered); err != nil {
+			for _, r := range delivered {
+				s.metrics.DeliveryErrors.WithLabelValues(r.Job).Inc()
+			}
+			log.Error("sink delivery failed", "err", err, "ticks", len(delivered))
+		}
+	}
+	return early
 }
 
 // retentionFor is how long per-tick records live: three intervals of the
