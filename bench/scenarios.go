@@ -37,7 +37,6 @@ type env struct {
 type otLogs struct{ c *logCounter }
 
 func (e *env) systems() []system {
-	ctx := context.Background()
 	return []system{
 		{
 			key: "onetick", title: "onetick",
@@ -103,7 +102,6 @@ func (e *env) systems() []system {
 			},
 		},
 	}
-	_ = ctx
 }
 
 // dupResult is the outcome of a rolling-deploy or pause scenario.
@@ -239,9 +237,9 @@ type delayResult struct {
 }
 
 // scenarioDelay: one instance, n one-second jobs, default TTL; delay is
-// enqueue instant minus slot over 4 slots after 2 s of warm-up; commands and
-// round trips are counted over the same 4 s, which start and end half way
-// between slots.
+// enqueue instant minus slot over 4 slots (10 for n < 10) after 2 s of
+// warm-up; commands and round trips are counted over the same window, which
+// starts and ends half way between slots.
 func (e *env) scenarioDelay(ctx context.Context, sys system, n int) delayResult {
 	if err := e.adm.flush(ctx); err != nil {
 		return delayResult{err: err}
@@ -256,7 +254,11 @@ func (e *env) scenarioDelay(ctx context.Context, sys system, n int) delayResult 
 	sleepUntil(tA)
 	cA, err1 := e.adm.commandCalls(ctx)
 	rtA := rt.Load()
-	tB := tA.Add(4 * time.Second)
+	win := 4 * time.Second
+	if n < 10 {
+		win = 10 * time.Second // few ticks per slot: more slots
+	}
+	tB := tA.Add(win)
 	sleepUntil(tB)
 	cB, err2 := e.adm.commandCalls(ctx)
 	rtB := rt.Load()
