@@ -78,7 +78,8 @@ type Elector struct {
 	offset atomic.Int64 // store clock minus local clock, ns
 
 	mu      sync.Mutex
-	seen    Lease // newest leader seen
+	samples []offsetSample // recent clock-offset measurements, oldest first
+	seen    Lease          // newest leader seen
 	leading *Leadership
 }
 
@@ -123,16 +124,43 @@ func (e *Elector) IsLeader() bool {
 	return e.leading != nil && e.leading.Trusted()
 }
 
+// offsetSample is one measurement of the store's clock against ours.
+type offsetSample struct {
+	offset time.Duration // store minus the midpoint of the round trip
+	rtt    time.Duration // the error of offset is at most rtt/2
+	at     time.Time
+}
+
+// offsetAging is how fast an old sample loses credibility against a new
+// one: a generous bound on the drift between two clocks.
+const offsetAging = time.Millisecond // per second of age
+
 // observeStoreTime updates the clock offset from a store timestamp taken
-// between local instants sent and received.
+// between local instants sent and received. Like NTP, it trusts the sample
+// with the smallest error bound (half its round trip, plus an allowance
+// for its age) among the recent ones, so a slow or lopsided round trip
+// (a congested link) cannot swing the estimate by half its length.
 func (e *Elector) observeStoreTime(store, sent, received time.Time) {
 	if store.IsZero() {
 		return
 	}
-	mid := sent.Add(received.Sub(sent) / 2)
-	off := store.Sub(mid)
-	e.offset.Store(int64(off))
-	e.cfg.Metrics.StoreClockOffset.Set(off.Seconds())
+	rtt := received.Sub(sent)
+	sample := offsetSample{offset: store.Sub(sent.Add(rtt / 2)), rtt: rtt, at: received}
+	e.mu.Lock()
+	if len(e.samples) == 32 {
+		copy(e.samples, e.samples[1:])
+		e.samples = e.samples[:31]
+	}
+	e.samples = append(e.samples, sample)
+	best, bestErr := sample, time.Duration(1<<62)
+	for _, x := range e.samples {
+		if bound := x.rtt/2 + time.Duration(received.Sub(x.at).Seconds()*float64(offsetAging)); bound < bestErr {
+			best, bestErr = x, bound
+		}
+	}
+	e.mu.Unlock()
+	e.offset.Store(int64(best.offset))
+	e.cfg.Metrics.StoreClockOffset.Set(best.offset.Seconds())
 }
 
 func (e *Elector) sawLeader(l Lease) {
