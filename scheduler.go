@@ -305,6 +305,12 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 		} else if ctx.Err() != nil {
 			return
 		}
+		// A leader that was paused (GC, SIGSTOP) wakes here with its timer:
+		// if its lease is no longer trusted it must neither fire nor account
+		// for slots as missed; the next leader does that.
+		if !ld.Trusted() {
+			return
+		}
 		now := SlotOf(s.storeNow())
 		due = due[:0]
 		for len(h) > 0 && h[0].next != noSlot && h[0].next <= now {

@@ -58,3 +58,39 @@ func TestSkippedSlotIsCountedAtTakeover(t *testing.T) {
 		t.Fatalf("fired %s, want the slot after the skipped one", got[1].Slot)
 	}
 }
+
+// A leader that wakes after its trust deadline (a pause, a stopped
+// process) neither fires nor counts the slots it slept through as missed:
+// they are the next leader's to fire.
+func TestPausedLeaderCountsNothing(t *testing.T) {
+	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	fc := clockwork.NewFakeClockAt(start.Add(100 * time.Millisecond))
+	mem := memory.New(memory.Options{Clock: fc})
+	hang := hangingRenew{mem, make(chan struct{}, 1)}
+	sched, _ := cron.Parse("@every 1s", nil)
+	s, err := onetick.New(onetick.Config{Backend: hang, Replica: "r", Clock: fc,
+		Lease: onetick.LeaseConfig{TTL: 3 * time.Second, Renew: time.Second},
+		Jobs:  []onetick.Job{{Name: "sec", Schedule: sched, Prefer: onetick.PreferMissed, Stream: "s"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	block(t, fc, 3)               // renew, trust deadline, the wait for the slot at +1s
+	fc.Advance(10 * time.Second) // the whole process was stopped for 10s
+	<-hang.renewing
+	for s.Elector().IsLeader() {
+		block(t, fc, 1)
+	}
+	for range 5 { // let a wrongly running firing loop show itself
+		block(t, fc, 1)
+	}
+	if got := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("sec")); got != 0 {
+		t.Fatalf("a paused leader counted %v missed slots", got)
+	}
+	if n := len(mem.Stream("s")); n != 0 {
+		t.Fatalf("a paused leader fired %d ticks after its trust deadline", n)
+	}
+}

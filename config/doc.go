@@ -35,7 +35,7 @@
 //	    schedule: "0 2 * * *"        # required; see package cron
 //	    timezone: Europe/Berlin      # IANA zone; default UTC ("Local" is refused)
 //	    prefer: missed               # missed (default) or duplicate
-//	    grace: 30s                   # default 2×ttl; only with prefer: missed
+//	    grace: 30s                   # default 2×ttl; only with prefer: missed; below 1s acts as 1s
 //	    max_catchup: 100             # default 100
 //	    stream: billing:jobs         # default <prefix>:stream:<name>
 //	    max_len: 10000               # approximate stream trimming; default 0 (none)

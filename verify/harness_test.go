@@ -56,6 +56,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
+	report.engine = engineVersion()
 	code := m.Run()
 	if err := writeReport(); err != nil {
 		fmt.Fprintln(os.Stderr, "verify: writing the report:", err)
@@ -65,6 +66,21 @@ func TestMain(m *testing.M) {
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// engineVersion names the commit the binary was built from, and whether
+// files outside verify/ and bench/ had uncommitted changes.
+func engineVersion() string {
+	out, err := exec.Command("git", "-C", "..", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown commit"
+	}
+	v := "commit " + strings.TrimSpace(string(out))
+	st, err := exec.Command("git", "-C", "..", "status", "--porcelain", "--", ".", ":!verify", ":!bench").Output()
+	if err == nil && len(strings.TrimSpace(string(st))) > 0 {
+		v += " with uncommitted changes"
+	}
+	return v
 }
 
 // Timing of every scenario (short, so the suite is fast).
@@ -191,11 +207,10 @@ func (b *bus) signal() {
 
 // Replica is one onetick process.
 type Replica struct {
-	Name    string
-	Addr    string // bound HTTP address
-	Started time.Time
-	cmd     *exec.Cmd
-	bus     *bus
+	Name string
+	Addr string // bound HTTP address
+	cmd  *exec.Cmd
+	bus  *bus
 
 	mu       sync.Mutex
 	lines    []LogLine
@@ -405,11 +420,14 @@ func (h Hist) Quantile(q float64) float64 {
 type Fleet struct {
 	t        *testing.T
 	Scenario string
-	Redis    *redistest.Server
-	cfgPath  string
-	bus      *bus
-	client   *goredis.Client
-	backend  *otredis.Backend
+	// StoreFaults marks a scenario that breaks the replicas' link to Redis
+	// (partition, Redis restarts): its failed lease calls are timed too.
+	StoreFaults bool
+	Redis       *redistest.Server
+	cfgPath     string
+	bus         *bus
+	client      *goredis.Client
+	backend     *otredis.Backend
 
 	mu       sync.Mutex
 	replicas []*Replica
@@ -420,9 +438,15 @@ type Fleet struct {
 // is killed at the end of the test.
 func NewFleet(t *testing.T, scenario string, srv *redistest.Server) *Fleet {
 	t.Helper()
+	return NewFleetWith(t, scenario, srv, configYAML)
+}
+
+// NewFleetWith is NewFleet with another configuration file.
+func NewFleetWith(t *testing.T, scenario string, srv *redistest.Server, yaml string) *Fleet {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "onetick.yaml")
-	if err := os.WriteFile(cfg, []byte(configYAML), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), MaxRetries: -1})
@@ -458,14 +482,11 @@ func (f *Fleet) close() {
 	}
 	f.mu.Lock()
 	for r, m := range f.final {
-		recordRenewal(f.Scenario, r.Name+"@"+strconv.Itoa(r.cmd.Process.Pid), m.Histogram("scheduler_renewal_latency_seconds"))
+		recordRenewal(f.Scenario, f.StoreFaults, r.Name+"@"+strconv.Itoa(r.cmd.Process.Pid), m.Histogram("scheduler_renewal_latency_seconds"))
 	}
 	f.mu.Unlock()
 	_ = f.client.Close()
 }
-
-// Client is a Redis client on the scenario's server (not through proxies).
-func (f *Fleet) Client() *goredis.Client { return f.client }
 
 // StartOpt configures one replica.
 type StartOpt func(*startOpts)
@@ -496,7 +517,7 @@ func (f *Fleet) Start(name string, opts ...StartOpt) *Replica {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	r := &Replica{Name: name, cmd: cmd, bus: f.bus, exited: make(chan struct{}), Started: time.Now()}
+	r := &Replica{Name: name, cmd: cmd, bus: f.bus, exited: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		f.t.Fatalf("starting %s: %v", name, err)
 	}
@@ -771,29 +792,6 @@ func (f *Fleet) SumCounter(name, job string) float64 {
 	return s
 }
 
-// SumSeries sums a series over the last scrape of every replica.
-func (f *Fleet) SumSeries(series string) float64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var s float64
-	for _, m := range f.final {
-		s += m.Get(series)
-	}
-	return s
-}
-
-// Renewal returns the merged renewal-latency histogram of the fleet's
-// last scrapes.
-func (f *Fleet) Renewal() Hist {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var h Hist
-	for _, m := range f.final {
-		h.Add(m.Histogram("scheduler_renewal_latency_seconds"))
-	}
-	return h
-}
-
 // WaitPhase waits (wall time) until the given offset into the current or
 // next second, so a fault lands between two slots of the 1-second jobs
 // rather than racing one.
@@ -810,7 +808,7 @@ func WaitPhase(off time.Duration) {
 // Settle lets wall time pass so that ticks accumulate.
 func Settle(d time.Duration) { time.Sleep(d) }
 
-// ctx returns a context bounded by d.
+// ctxFor returns a context bounded by d, cancelled at the end of the test.
 func ctxFor(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)

@@ -25,8 +25,10 @@ func steadyDuration(t *testing.T) time.Duration {
 // TestSteadyState: three replicas, nothing goes wrong. Exactly one leader
 // at every sample, every slot fired once, no refused duplicate.
 func TestSteadyState(t *testing.T) {
+	const scenario = "1. steady state"
+	Scenario(t, scenario)
 	dur := steadyDuration(t)
-	f := NewFleet(t, "1. steady state", StartRedis(t))
+	f := NewFleet(t, scenario, StartRedis(t))
 	first := f.Start("r1")
 	f.Start("r2")
 	f.Start("r3")
@@ -56,6 +58,7 @@ func TestSteadyState(t *testing.T) {
 
 	as := f.Snapshot()
 	CheckInvariants(t, as, allJobs...)
+	f.CheckMissedCounters(as)
 	for _, r := range f.Live() {
 		m := f.LastMetrics(r)
 		for _, j := range allJobs {
@@ -83,7 +86,7 @@ func TestSteadyState(t *testing.T) {
 	for _, r := range f.Live() {
 		f.Stop(r)
 	}
-	AddRow(&Row{Scenario: "1. steady state", Runs: 1, Duplicates: TotalDuplicates(as), Missed: MissedSummary(as),
+	AddRow(t, &Row{Scenario: scenario, Runs: 1, Duplicates: TotalDuplicates(as), Missed: MissedSummary(as),
 		Notes: []string{fmt.Sprintf("%s with 3 replicas; %d leader samples (one per second), %d with other than exactly one leader; %d entries of %s.",
 			dur, samples, bad, len(as[jobDup].Entries), jobDup)}})
 }

@@ -58,19 +58,18 @@ func (f *Fleet) ReadStreams() map[string][]Entry {
 
 // Span is what one term fired of one job.
 type Span struct {
-	Term                string
-	Epoch               onetick.Epoch
-	First, Last         onetick.Slot
-	FirstAt, LastAt     time.Time // Redis time of the first and last XADD
-	Count               int
-	firstIndex          int
+	Term            string
+	Epoch           onetick.Epoch
+	First, Last     onetick.Slot
+	FirstAt, LastAt time.Time // Redis time of the first and last XADD
+	Count           int
 }
 
 // Gap is a run of missing slots between two fired ones.
 type Gap struct {
-	After, Before      onetick.Slot // the fired slots around the gap
-	Missing            int
-	FromTerm, ToTerm   string
+	After, Before    onetick.Slot // the fired slots around the gap
+	Missing          int
+	FromTerm, ToTerm string
 }
 
 // Analysis of one job's stream.
@@ -82,6 +81,7 @@ type Analysis struct {
 	Gaps       []Gap
 	Terms      []*Span // in order of first appearance
 	Early      []Entry // appended more than the tolerance before their slot
+	MaxLate    Entry   // the entry appended longest after its slot
 	OutOfOrder int     // entries whose slot is not after the previous entry's
 }
 
@@ -103,12 +103,15 @@ func Analyze(job string, entries []Entry, step time.Duration) *Analysis {
 		if i > 0 && e.Slot <= entries[i-1].Slot {
 			a.OutOfOrder++
 		}
+		if i == 0 || e.At.Sub(e.Slot.Time()) > a.MaxLate.At.Sub(a.MaxLate.Slot.Time()) {
+			a.MaxLate = e
+		}
 		if e.At.Before(e.Slot.Time().Add(-earlyTolerance)) {
 			a.Early = append(a.Early, e)
 		}
 		sp := terms[e.Term()]
 		if sp == nil {
-			sp = &Span{Term: e.Term(), Epoch: e.Epoch, First: e.Slot, FirstAt: e.At, firstIndex: i}
+			sp = &Span{Term: e.Term(), Epoch: e.Epoch, First: e.Slot, FirstAt: e.At}
 			terms[e.Term()] = sp
 			a.Terms = append(a.Terms, sp)
 		}
@@ -151,15 +154,8 @@ func Analyze(job string, entries []Entry, step time.Duration) *Analysis {
 	return a
 }
 
-// Span returns the span of a term, or nil.
-func (a *Analysis) Span(term string) *Span {
-	for _, s := range a.Terms {
-		if s.Term == term {
-			return s
-		}
-	}
-	return nil
-}
+// Late is how long after its slot the latest entry was appended.
+func (a *Analysis) Late() time.Duration { return a.MaxLate.At.Sub(a.MaxLate.Slot.Time()) }
 
 // SpanOfEpoch returns the span of the term with the given epoch, or nil
 // (for fleets whose epochs do not repeat).
@@ -175,9 +171,11 @@ func (a *Analysis) SpanOfEpoch(e int64) *Span {
 // String summarises the analysis for logs.
 func (a *Analysis) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d entries, %d duplicates, %d missed, %d early, terms:", a.Job, len(a.Entries), len(a.Duplicates), len(a.Missed), len(a.Early))
+	fmt.Fprintf(&b, "%s: %d entries, %d duplicates, %d missed, %d early, latest append %s after its slot (%s by %s), terms:",
+		a.Job, len(a.Entries), len(a.Duplicates), len(a.Missed), len(a.Early), a.Late(), a.MaxLate.Slot.Time().Format("15:04:05"), a.MaxLate.Term())
 	for _, s := range a.Terms {
-		fmt.Fprintf(&b, " [%s %d slots %s..%s]", s.Term, s.Count, s.First.Time().Format("15:04:05"), s.Last.Time().Format("15:04:05"))
+		fmt.Fprintf(&b, " [%s %d slots %s..%s, appended %s..%s]", s.Term, s.Count, s.First.Time().Format("15:04:05"), s.Last.Time().Format("15:04:05"),
+			s.FirstAt.UTC().Format("15:04:05.000"), s.LastAt.UTC().Format("15:04:05.000"))
 	}
 	for _, g := range a.Gaps {
 		fmt.Fprintf(&b, " gap(%d after %s, %s->%s)", g.Missing, g.After.Time().Format("15:04:05"), g.FromTerm, g.ToTerm)
@@ -286,4 +284,19 @@ func (f *Fleet) streamLens() string {
 		fmt.Fprintf(&b, "%d,", n)
 	}
 	return b.String()
+}
+
+// CheckMissedCounters asserts that, per job, scheduler_missed_ticks_total
+// summed over every replica of the fleet (as last scraped: just before a
+// kill or stop, or in the final Snapshot) equals the slots the stream
+// misses: every skipped slot is counted, once.
+func (f *Fleet) CheckMissedCounters(as map[string]*Analysis) {
+	f.t.Helper()
+	for _, j := range allJobs {
+		counted := f.SumCounter("scheduler_missed_ticks_total", j)
+		if int(counted) != len(as[j].Missed) {
+			f.t.Errorf("%s: scheduler_missed_ticks_total summed over replicas = %v, but the stream misses %d slots %v",
+				j, counted, len(as[j].Missed), fmtSlots(as[j].Missed))
+		}
+	}
 }
