@@ -171,7 +171,7 @@ type jobState struct {
 	// The job's metric series, looked up once: at 100,000 jobs a label
 	// lookup per tick costs more than the claim.
 	enqueued, duplicate, fenced, missed, catchup prometheus.Counter
-	lastFired                                     prometheus.Gauge
+	lastFired                                    prometheus.Gauge
 }
 
 // New validates cfg and builds a Scheduler.

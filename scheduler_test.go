@@ -78,7 +78,7 @@ func TestPausedLeaderCountsNothing(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	block(t, fc, 3)               // renew, trust deadline, the wait for the slot at +1s
+	block(t, fc, 3)              // renew, trust deadline, the wait for the slot at +1s
 	fc.Advance(10 * time.Second) // the whole process was stopped for 10s
 	<-hang.renewing
 	for s.Elector().IsLeader() {
