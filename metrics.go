@@ -142,14 +142,3 @@ func (m *Metrics) setStandby(on bool) {
 		m.standbySince = now
 	}
 }
-
-// initJob makes the per-job series exist at zero, so that increase() sees
-// the first event and dashboards list every job.
-func (m *Metrics) initJob(job string, prefer Prefer) {
-	m.JobInfo.WithLabelValues(job, string(prefer)).Set(1)
-	m.DuplicateTicks.WithLabelValues(job)
-	m.FencedTicks.WithLabelValues(job)
-	m.MissedTicks.WithLabelValues(job)
-	m.CatchupTicks.WithLabelValues(job)
-	m.EnqueuedTicks.WithLabelValues(job)
-}

@@ -219,7 +219,9 @@ func New(cfg Config) (*Scheduler, error) {
 		if j.Payload == "" {
 			j.Payload = "{}"
 		}
-		m.initJob(j.Name, j.Prefer)
+		// Looking the series up creates them at zero, so that increase()
+		// sees the first event and dashboards list every job.
+		m.JobInfo.WithLabelValues(j.Name, string(j.Prefer)).Set(1)
 		js := &jobState{Job: j,
 			enqueued: m.EnqueuedTicks.WithLabelValues(j.Name), duplicate: m.DuplicateTicks.WithLabelValues(j.Name),
 			fenced: m.FencedTicks.WithLabelValues(j.Name), missed: m.MissedTicks.WithLabelValues(j.Name),
