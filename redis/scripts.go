@@ -136,60 +136,64 @@ local d = cmsgpack.unpack(ARGV[6])
 local BUCKET = 60000
 
 -- Read, a thousand at a time, the last-fired slot of every job and the
--- record of every tick in the batch.
+-- record of every tick in the batch. (Counters instead of the # operator:
+-- it is a binary search in Lua 5.1, and this loop runs per tick.)
 local last, rec = {}, {}
-local jobs, seenJob = {}, {}
-local buckets = {}    -- bucket number -> {key, fields, new, expire}
-local order = {}
+local jobs, nj, seenJob = {}, 0, {}
+local buckets = {}    -- bucket number -> {key, fields, nf, new, nn, expire}
+local order, no = {}, 0
 local tb = {}         -- tick index -> its bucket
 local lastB, lastBk
+local function readLast()
+  local v = redis.call('HMGET', KEYS[2], unpack(jobs, 1, nj))
+  for k = 1, nj do last[jobs[k]] = tonumber(v[k]) or -1 end
+  nj = 0
+end
+local function readRecords(bk)
+  local f = bk.fields
+  local v = redis.call('HMGET', bk.key, unpack(f, 1, bk.nf))
+  for k = 1, bk.nf do rec[f[k]] = v[k] end
+  bk.nf = 0
+end
 for i = 1, #d, 8 do
   local job = d[i]
   if not seenJob[job] then
     seenJob[job] = true
-    jobs[#jobs + 1] = job
-    if #jobs >= 1000 then
-      local v = redis.call('HMGET', KEYS[2], unpack(jobs))
-      for k = 1, #jobs do last[jobs[k]] = tonumber(v[k]) or -1 end
-      jobs = {}
-    end
+    nj = nj + 1
+    jobs[nj] = job
+    if nj == 1000 then readLast() end
   end
   local b = math.floor(d[i + 1] / BUCKET)
   local bk = lastBk
   if b ~= lastB then
     bk = buckets[b]
     if not bk then
-      bk = {key = prefix .. b, fields = {}, new = {}, expire = 0}
+      bk = {key = prefix .. b, fields = {}, nf = 0, new = {}, nn = 0, expire = 0}
       buckets[b] = bk
-      order[#order + 1] = bk
+      no = no + 1
+      order[no] = bk
     end
     lastB, lastBk = b, bk
   end
   tb[i] = bk
-  local f = bk.fields
-  f[#f + 1] = d[i + 2]
+  local nf = bk.nf + 1
+  bk.fields[nf] = d[i + 2]
+  bk.nf = nf
   local exp = (b + 1) * BUCKET + d[i + 4]
   if exp > bk.expire then bk.expire = exp end
-  if #f >= 1000 then
-    local v = redis.call('HMGET', bk.key, unpack(f))
-    for k = 1, #f do rec[f[k]] = v[k] end
-    bk.fields = {}
-  end
+  if nf == 1000 then readRecords(bk) end
 end
-if #jobs > 0 then
-  local v = redis.call('HMGET', KEYS[2], unpack(jobs))
-  for k = 1, #jobs do last[jobs[k]] = tonumber(v[k]) or -1 end
-end
-for _, bk in ipairs(order) do
-  local f = bk.fields
-  if #f > 0 then
-    local v = redis.call('HMGET', bk.key, unpack(f))
-    for k = 1, #f do rec[f[k]] = v[k] end
-  end
-  bk.fields = nil
+if nj > 0 then readLast() end
+for k = 1, no do
+  if order[k].nf > 0 then readRecords(order[k]) end
+  order[k].fields = nil
 end
 
-local out, moved = {}, {}
+-- Claim. A job's slots arrive in order, so appending its moved last-fired
+-- slots in order and writing them with HSET (later pairs win) keeps the
+-- newest.
+local out, nout = {}, 0
+local moved, nm = {}, 0
 for i = 1, #d, 8 do
   local job, slot, id = d[i], d[i + 1], d[i + 2]
   local ooo = d[i + 7]
@@ -203,12 +207,16 @@ for i = 1, #d, 8 do
     res = '2'
   else
     rec[id] = token
-    local new = tb[i].new
-    new[#new + 1] = id
-    new[#new + 1] = token
+    local bk = tb[i]
+    local nn = bk.nn
+    bk.new[nn + 1] = id
+    bk.new[nn + 2] = token
+    bk.nn = nn + 2
     if not ooo then
       last[job] = slot
-      moved[job] = slot
+      moved[nm + 1] = job
+      moved[nm + 2] = slot
+      nm = nm + 2
     end
     if d[i + 5] ~= '0' then
       redis.call('XADD', d[i + 6], 'MAXLEN', '~', d[i + 5], '*', 'job', job, 'slot', slot,
@@ -219,29 +227,26 @@ for i = 1, #d, 8 do
     end
     res = '1'
   end
-  out[#out + 1] = res
+  nout = nout + 1
+  out[nout] = res
 end
 
 -- Write the records and the moved last-fired slots, a thousand at a time.
-local function hset(key, kv)
-  for k = 1, #kv, 2000 do
-    redis.call('HSET', key, unpack(kv, k, math.min(k + 1999, #kv)))
+local function hset(key, kv, n)
+  for k = 1, n, 2000 do
+    redis.call('HSET', key, unpack(kv, k, math.min(k + 1999, n)))
   end
 end
-for _, bk in ipairs(order) do
-  if #bk.new > 0 then
-    hset(bk.key, bk.new)
+for k = 1, no do
+  local bk = order[k]
+  if bk.nn > 0 then
+    hset(bk.key, bk.new, bk.nn)
     local ttl = redis.call('PTTL', bk.key)
     if ttl < 0 or now + ttl < bk.expire then
       redis.call('PEXPIREAT', bk.key, bk.expire)
     end
   end
 end
-local kv = {}
-for job, slot in pairs(moved) do
-  kv[#kv + 1] = job
-  kv[#kv + 1] = slot
-end
-hset(KEYS[2], kv)
+hset(KEYS[2], moved, nm)
 return {now, table.concat(out)}
 `)
