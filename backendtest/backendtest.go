@@ -20,11 +20,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/cron"
+	"github.com/onetick/onetick/internal/clockskew"
 )
 
 // Harness adapts a backend to the suite.
@@ -845,16 +845,6 @@ func testThreeReplicas(t *testing.T, h Harness, b onetick.Backend) {
 	}
 }
 
-// skewedClock is the real clock shifted by a fixed offset.
-type skewedClock struct {
-	clockwork.Clock
-	off time.Duration
-}
-
-func (c skewedClock) Now() time.Time                  { return time.Now().Add(c.off) }
-func (c skewedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
-func (c skewedClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
-
 // testClockSkew: a replica whose clock runs ahead or behind the store's by
 // much more than the tolerance fires no tick before its slot by the
 // store's clock, and none twice.
@@ -864,7 +854,7 @@ func testClockSkew(t *testing.T, h Harness, b onetick.Backend) {
 		rec := newRecorder()
 		start := onetick.SlotOf(time.Now())
 		r := startScheduler(t, onetick.Config{Backend: b, Replica: "skewed", Lease: fastLease, Sink: rec,
-			Clock: skewedClock{clockwork.NewRealClock(), off},
+			Clock: clockskew.New(off),
 			Jobs:  []onetick.Job{{Name: stream, Schedule: every(t, "@every 100ms"), Prefer: onetick.PreferDuplicate, Stream: stream}}})
 		rec.waitSlot(t, stream, start+1000)
 		r.stop()

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"github.com/onetick/onetick/internal/clockskew"
 )
 
 // testClock, in the verification build only, shifts the replica's clock by
@@ -21,14 +23,5 @@ func testClock(getenv func(string) string) (clockwork.Clock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ONETICK_TEST_CLOCK_OFFSET: %v", err)
 	}
-	return skewed{clockwork.NewRealClock(), d}, nil
+	return clockskew.New(d), nil
 }
-
-type skewed struct {
-	clockwork.Clock
-	off time.Duration
-}
-
-func (c skewed) Now() time.Time                  { return time.Now().Add(c.off) }
-func (c skewed) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
-func (c skewed) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
