@@ -6,13 +6,14 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 )
 
 func benchEnv(b *testing.B) *env {
 	b.Helper()
 	srv, err := startRedis()
 	if err != nil {
-		b.Skip(err)
+		b.Fatal(err)
 	}
 	b.Cleanup(srv.Stop)
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
@@ -42,3 +43,5 @@ func BenchmarkHandover(b *testing.B) { benchLease(b, false) }
 // BenchmarkTakeover: onetick leader stopped without releasing (a crash)
 // until a standby leads, TTL 1 s.
 func BenchmarkTakeover(b *testing.B) { benchLease(b, true) }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

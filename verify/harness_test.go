@@ -29,6 +29,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/onetick/onetick/internal/redistest"
 	otredis "github.com/onetick/onetick/redis"
@@ -58,6 +59,14 @@ func TestMain(m *testing.M) {
 	}
 	report.engine = engineVersion()
 	code := m.Run()
+	if code == 0 {
+		// The processes are external; the suite's own goroutines (log
+		// readers, proxies, clients) must all have ended.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "verify: leaked goroutines:", err)
+			code = 1
+		}
+	}
 	if err := writeReport(); err != nil {
 		fmt.Fprintln(os.Stderr, "verify: writing the report:", err)
 		if code == 0 {
