@@ -77,6 +77,12 @@ func TestValidate(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "ok: 2 jobs") {
 		t.Fatalf("validate examples/redis.yaml: code %d, %q", code, out)
 	}
+	// Every configuration the project ships stays valid.
+	for _, f := range []string{"../../examples/hello.yaml", "../../deploy/systemd/onetick.yaml"} {
+		if out, stderr, code := runCmd(t, nil, "validate", "--config", f); code != 0 {
+			t.Errorf("validate %s: code %d, %q %q", f, code, out, stderr)
+		}
+	}
 	for _, tc := range []struct {
 		name, body string
 		want       []string // substrings of stderr
