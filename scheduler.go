@@ -97,7 +97,7 @@ func (c *Config) Validate() error {
 	for i, j := range c.Jobs {
 		f := func(name string) string {
 			if j.Name == "" {
-				return "jobs[" + itoa(i) + "]." + name
+				return "jobs[" + strconv.Itoa(i) + "]." + name
 			}
 			return "jobs[" + j.Name + "]." + name
 		}
@@ -146,8 +146,6 @@ func ValidJobName(n string) error {
 	}
 	return nil
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }
 
 // Scheduler fires jobs while its replica leads.
 type Scheduler struct {
@@ -248,15 +246,6 @@ func (s *Scheduler) Elector() *Elector { return s.elector }
 
 // Metrics returns the scheduler's metrics.
 func (s *Scheduler) Metrics() *Metrics { return s.metrics }
-
-// Jobs returns the jobs with their defaults applied.
-func (s *Scheduler) Jobs() []Job {
-	out := make([]Job, len(s.jobs))
-	for i, j := range s.jobs {
-		out[i] = j.Job
-	}
-	return out
-}
 
 // storeNow is this replica's best estimate of the store's clock.
 func (s *Scheduler) storeNow() time.Time { return s.clock.Now().Add(s.elector.ClockOffset()) }

@@ -624,21 +624,34 @@ func checkContiguous(t *testing.T, recs []onetick.TickRecord, job string, step o
 	return slots
 }
 
+// lateRun seeds a slot of job back in the past as its last fired one
+// (none when back is 0), runs one scheduler with job (every 100ms) until it
+// fired a slot after it started, and returns the seeded slot, the start,
+// the job's stream and the scheduler.
+func lateRun(t *testing.T, h Harness, b onetick.Backend, job onetick.Job, back time.Duration) (s0, start onetick.Slot, recs []onetick.TickRecord, s *onetick.Scheduler) {
+	t.Helper()
+	const step = 100
+	if back > 0 {
+		s0 = pastSlot(back, step*time.Millisecond)
+		seed(t, b, job.Name, s0, job.Stream)
+	}
+	job.Schedule = every(t, "@every 100ms")
+	rec := newRecorder()
+	start = onetick.SlotOf(time.Now())
+	r := startScheduler(t, onetick.Config{Backend: b, Replica: "r", Lease: fastLease, Sink: rec, Jobs: []onetick.Job{job}})
+	rec.waitSlot(t, job.Name, start+step)
+	r.stop()
+	return s0, start, h.Stream(t, b, job.Stream), r.s
+}
+
 func testSchedulerCatchUp(t *testing.T, h Harness, b onetick.Backend) {
 	const step = 100
-	s0 := pastSlot(2*time.Second, step*time.Millisecond)
-	seed(t, b, "dup", s0, "cu")
-	rec := newRecorder()
-	start := onetick.SlotOf(time.Now())
-	r := startScheduler(t, onetick.Config{Backend: b, Replica: "r", Lease: fastLease, Sink: rec,
-		Jobs: []onetick.Job{{Name: "dup", Schedule: every(t, "@every 100ms"), Prefer: onetick.PreferDuplicate, Stream: "cu"}}})
-	rec.waitSlot(t, "dup", start+step)
-	r.stop()
-	slots := checkContiguous(t, h.Stream(t, b, "cu"), "dup", step)
+	s0, _, recs, s := lateRun(t, h, b, onetick.Job{Name: "dup", Prefer: onetick.PreferDuplicate, Stream: "cu"}, 2*time.Second)
+	slots := checkContiguous(t, recs, "dup", step)
 	if slots[0] != s0 || slots[1] != s0+step {
 		t.Fatalf("catch-up did not resume right after the persisted slot: %v...", slots[:2])
 	}
-	m := r.s.Metrics()
+	m := s.Metrics()
 	if got := testutil.ToFloat64(m.CatchupTicks.WithLabelValues("dup")); got < 15 {
 		t.Errorf("catch-up counter %v, want at least 15 (2s of 100ms slots)", got)
 	}
@@ -649,25 +662,14 @@ func testSchedulerCatchUp(t *testing.T, h Harness, b onetick.Backend) {
 
 func testSchedulerSkipsBeyondGrace(t *testing.T, h Harness, b onetick.Backend) {
 	const step = 100
-	s0 := pastSlot(4*time.Second, step*time.Millisecond)
-	seed(t, b, "miss", s0, "sk")
-	rec := newRecorder()
-	start := onetick.SlotOf(time.Now())
-	r := startScheduler(t, onetick.Config{Backend: b, Replica: "r", Lease: fastLease, Sink: rec,
-		Jobs: []onetick.Job{{Name: "miss", Schedule: every(t, "@every 100ms"), Prefer: onetick.PreferMissed,
-			Grace: time.Second, Stream: "sk"}}})
-	rec.waitSlot(t, "miss", start+step)
-	r.stop()
-	var slots []onetick.Slot
-	for _, x := range h.Stream(t, b, "sk") {
-		slots = append(slots, x.Slot)
-	}
-	first := slots[1]
+	s0, start, recs, s := lateRun(t, h, b, onetick.Job{Name: "miss", Prefer: onetick.PreferMissed,
+		Grace: time.Second, Stream: "sk"}, 4*time.Second)
+	first := recs[1].Slot
 	if first < start-1000-step {
 		t.Fatalf("fired slot %s, more than the 1s grace before the leader started (%s)", first, start)
 	}
-	checkContiguous(t, h.Stream(t, b, "sk")[1:], "miss", step)
-	missed := testutil.ToFloat64(r.s.Metrics().MissedTicks.WithLabelValues("miss"))
+	checkContiguous(t, recs[1:], "miss", step)
+	missed := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("miss"))
 	if want := float64((first-s0)/step - 1); missed != want {
 		t.Fatalf("missed counter %v, want %v (every slot between %s and %s)", missed, want, s0, first)
 	}
@@ -675,34 +677,21 @@ func testSchedulerSkipsBeyondGrace(t *testing.T, h Harness, b onetick.Backend) {
 
 func testSchedulerMaxCatchup(t *testing.T, h Harness, b onetick.Backend) {
 	const step = 100
-	s0 := pastSlot(3*time.Second, step*time.Millisecond)
-	seed(t, b, "cap", s0, "mc")
-	rec := newRecorder()
-	start := onetick.SlotOf(time.Now())
-	r := startScheduler(t, onetick.Config{Backend: b, Replica: "r", Lease: fastLease, Sink: rec,
-		Jobs: []onetick.Job{{Name: "cap", Schedule: every(t, "@every 100ms"), Prefer: onetick.PreferDuplicate,
-			MaxCatchup: 5, Stream: "mc"}}})
-	rec.waitSlot(t, "cap", start+step)
-	r.stop()
-	recs := h.Stream(t, b, "mc")
+	s0, _, recs, s := lateRun(t, h, b, onetick.Job{Name: "cap", Prefer: onetick.PreferDuplicate,
+		MaxCatchup: 5, Stream: "mc"}, 3*time.Second)
 	slots := checkContiguous(t, recs[1:], "cap", step)
-	missed := testutil.ToFloat64(r.s.Metrics().MissedTicks.WithLabelValues("cap"))
+	missed := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("cap"))
 	if want := float64((slots[0]-s0)/step - 1); missed != want || missed < 20 {
 		t.Fatalf("missed counter %v, want %v (>= 20) beyond max_catchup", missed, want)
 	}
-	if cu := testutil.ToFloat64(r.s.Metrics().CatchupTicks.WithLabelValues("cap")); cu > 4 {
+	if cu := testutil.ToFloat64(s.Metrics().CatchupTicks.WithLabelValues("cap")); cu > 4 {
 		t.Fatalf("catch-up counter %v, want at most 4 with max_catchup 5", cu)
 	}
 }
 
 func testSchedulerNoHistory(t *testing.T, h Harness, b onetick.Backend) {
-	rec := newRecorder()
-	start := onetick.SlotOf(time.Now())
-	r := startScheduler(t, onetick.Config{Backend: b, Replica: "r", Lease: fastLease, Sink: rec,
-		Jobs: []onetick.Job{{Name: "new", Schedule: every(t, "@every 100ms"), Prefer: onetick.PreferDuplicate, Stream: "nh"}}})
-	rec.waitSlot(t, "new", start+300)
-	r.stop()
-	slots := checkContiguous(t, h.Stream(t, b, "nh"), "new", 100)
+	_, start, recs, _ := lateRun(t, h, b, onetick.Job{Name: "new", Prefer: onetick.PreferDuplicate, Stream: "nh"}, 0)
+	slots := checkContiguous(t, recs, "new", 100)
 	if slots[0] < start {
 		t.Fatalf("a job with no history fired %s, before the scheduler started (%s)", slots[0], start)
 	}

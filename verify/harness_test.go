@@ -116,7 +116,8 @@ const prefix = "verify"
 
 func streamOf(job string) string { return prefix + ":" + job }
 
-const configYAML = `backend:
+// fleetYAML is the configuration every fleet shares, up to its jobs.
+const fleetYAML = `backend:
   redis:
     url: redis://127.0.0.1:1/0   # replaced by --redis
     prefix: ` + prefix + `
@@ -126,7 +127,9 @@ lease:
 http:
   listen: 127.0.0.1:0
 jobs:
-  - name: sec-missed
+`
+
+const configYAML = fleetYAML + `  - name: sec-missed
     schedule: "@every 1s"
     prefer: missed
     grace: 1ms

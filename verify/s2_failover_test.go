@@ -116,17 +116,7 @@ const (
 	every5Interval = 5 * time.Second
 )
 
-const every5YAML = `backend:
-  redis:
-    url: redis://127.0.0.1:1/0   # replaced by --redis
-    prefix: ` + prefix + `
-lease:
-  ttl: 3s
-  renew: 1s
-http:
-  listen: 127.0.0.1:0
-jobs:
-  - name: ` + jobEvery5 + `
+const every5YAML = fleetYAML + `  - name: ` + jobEvery5 + `
     schedule: "@every 5s"
     prefer: missed
     grace: 1ms

@@ -51,10 +51,11 @@ func applyRedisOverride(f *config.File, flagURL string, env Env) error {
 	return nil
 }
 
-// openBackend opens the configured backend and checks that it answers.
-func openBackend(ctx context.Context, f *config.File, clock func() *memory.Backend) (onetick.Backend, error) {
+// openBackend opens the configured backend (the embedded one without a
+// Redis section) and checks that it answers.
+func openBackend(ctx context.Context, f *config.File) (onetick.Backend, error) {
 	if f.Backend.Redis == nil {
-		return clock(), nil
+		return memory.New(memory.Options{}), nil
 	}
 	opts, err := f.RedisOptions()
 	if err != nil {
@@ -163,7 +164,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	log = log.With("replica", *replica)
 
 	var sink onetick.Sink
-	b, err := openBackend(ctx, f, func() *memory.Backend { return memory.New(memory.Options{}) })
+	b, err := openBackend(ctx, f)
 	if err != nil {
 		return err
 	}

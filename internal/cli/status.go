@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/onetick/onetick"
-	"github.com/onetick/onetick/memory"
 )
 
 // cmdStatus reads the leader, its history and each job's position from
@@ -41,7 +40,7 @@ func cmdStatus(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return usageError{err}
 	}
-	b, err := openBackend(ctx, f, func() *memory.Backend { return nil })
+	b, err := openBackend(ctx, f)
 	if err != nil {
 		return err
 	}
