@@ -130,22 +130,11 @@ func (e *env) scenarioRolling(ctx context.Context, sys system) dupResult {
 		return dupResult{err: err}
 	}
 	r := newRecorder(1 << 12)
-	var insts []instance
-	stopAll := func() {
-		for _, in := range insts {
-			if in != nil {
-				in.stop()
-			}
-		}
+	insts, err := startFleet(sys, r)
+	if err != nil {
+		return dupResult{err: err}
 	}
-	for i := range dupInstances {
-		in, err := sys.start(i, dupJobs, dupTTL, r, nil)
-		if err != nil {
-			stopAll()
-			return dupResult{err: err}
-		}
-		insts = append(insts, in)
-	}
+	stopAll := func() { stopInstances(insts) }
 	from := nextSecond(time.Now().Add(1500*time.Millisecond), 0)
 	sleepUntil(from.Add(300 * time.Millisecond))
 	for k := range dupInstances {
@@ -175,20 +164,11 @@ func (e *env) scenarioPause(ctx context.Context, sys system) dupResult {
 		return dupResult{err: err}
 	}
 	r := newRecorder(1 << 12)
-	var insts []instance
-	stopAll := func() {
-		for _, in := range insts {
-			in.stop()
-		}
+	insts, err := startFleet(sys, r)
+	if err != nil {
+		return dupResult{err: err}
 	}
-	for i := range dupInstances {
-		in, err := sys.start(i, dupJobs, dupTTL, r, nil)
-		if err != nil {
-			stopAll()
-			return dupResult{err: err}
-		}
-		insts = append(insts, in)
-	}
+	stopAll := func() { stopInstances(insts) }
 	from := nextSecond(time.Now().Add(1500*time.Millisecond), 0)
 	sleepUntil(from.Add(300 * time.Millisecond))
 	v := sys.victim(ctx, insts)
@@ -279,4 +259,28 @@ func (e *env) scenarioDelay(ctx context.Context, sys system, n int) delayResult 
 	}
 	res.store, res.err = sys.storeCount(ctx, n)
 	return res
+}
+
+// startFleet starts dupInstances instances of sys recording into r; on an
+// error it stops those it started.
+func startFleet(sys system, r *recorder) ([]instance, error) {
+	var insts []instance
+	for i := range dupInstances {
+		in, err := sys.start(i, dupJobs, dupTTL, r, nil)
+		if err != nil {
+			stopInstances(insts)
+			return nil, err
+		}
+		insts = append(insts, in)
+	}
+	return insts, nil
+}
+
+// stopInstances stops every instance that is still running (nil: stopped).
+func stopInstances(insts []instance) {
+	for _, in := range insts {
+		if in != nil {
+			in.stop()
+		}
+	}
 }
