@@ -39,9 +39,20 @@ type Claimer interface {
 	// last-fired slot (Duplicate); a claimed tick moves the job's last-fired
 	// slot, leaves a per-tick record for Tick.Retention and is appended to
 	// Tick.Stream.
+	//
+	// All or nothing per tick, isolation per job: a tick whose own state
+	// is damaged (its stream, its job's last-fired slot, its record) is
+	// Broken and nothing is written for it, while the other ticks are
+	// claimed normally; a claim that fails as a whole (an error) has
+	// written nothing, so a retry can never append a tick twice. When the
+	// last-fired state as a whole is unusable, Claim returns a
+	// *DamageError and writes nothing.
 	Claim(ctx context.Context, lease Lease, ticks []Tick) (ClaimResult, error)
 	// LastFired returns the persisted last-fired slot of each named job that
-	// has one.
+	// has one. A job whose slot is damaged is left out of the map and
+	// named in a DamageErrors returned with it (errors.Is ErrDamaged); when
+	// the last-fired state as a whole is unusable the map is nil and the
+	// error a *DamageError.
 	LastFired(ctx context.Context, jobs []string) (map[string]Slot, error)
 	// Time returns the store's clock.
 	Time(ctx context.Context) (time.Time, error)
@@ -53,10 +64,31 @@ type Claimer interface {
 type Backend interface {
 	Leaser
 	Claimer
-	// History returns up to n leadership terms, newest first.
+	// History returns up to n leadership terms, newest first. History is
+	// auxiliary: damaged entries are skipped, and returned as a
+	// DamageErrors together with the terms that could be read.
 	History(ctx context.Context, n int) ([]Term, error)
+	Doctor
 	// Close releases the backend's connections.
 	Close() error
+}
+
+// Doctor finds and moves aside damaged store state. `onetick status` and
+// `onetick repair` use it; the engine never repairs by itself.
+type Doctor interface {
+	// Inspect checks the state the backend keeps for onetick (lease,
+	// epoch, history, last-fired slots of jobs, tick records) and the
+	// streams of jobs (job name -> stream key), and returns every damage
+	// it finds. It writes nothing.
+	Inspect(ctx context.Context, streams map[string]string) ([]*DamageError, error)
+	// Repair moves one damage that Inspect reported aside, where the
+	// operator can look at it, if it is still there exactly as reported
+	// (compare-and-move); it returns where it was moved. It refuses state
+	// that onetick does not own (streams: ErrNotRepairable) and a lease
+	// that parses and merely lacks an expiry (the caller must first wait a
+	// TTL to confirm no live leader renews it, then call Repair with
+	// Confirmed set).
+	Repair(ctx context.Context, d *DamageError, confirmed bool) (string, error)
 }
 
 // Sink receives ticks after the store claimed them, for destinations

@@ -76,6 +76,7 @@ type Elector struct {
 	clock  clockwork.Clock
 	log    *slog.Logger
 	offset atomic.Int64 // store clock minus local clock, ns
+	health *health
 
 	mu      sync.Mutex
 	samples []offsetSample // recent clock-offset measurements, oldest first
@@ -103,12 +104,31 @@ func NewElector(cfg ElectorConfig) (*Elector, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics, _ = NewMetrics(nil)
 	}
+	log := cfg.Logger.With("replica", cfg.Holder)
 	return &Elector{
-		cfg:   cfg,
-		lease: cfg.Lease.WithDefaults(),
-		clock: cfg.Clock,
-		log:   cfg.Logger.With("replica", cfg.Holder),
+		cfg:    cfg,
+		lease:  cfg.Lease.WithDefaults(),
+		clock:  cfg.Clock,
+		log:    log,
+		health: newHealth(log, cfg.Metrics, cfg.Clock.Now),
 	}, nil
+}
+
+// Problems lists damaged store state this replica ran into and has not
+// yet seen repaired: the lease or epoch (it cannot acquire), the
+// last-fired slots as a whole (as leader, it cannot claim), the history
+// (auxiliary). A job whose own state is damaged is not listed here; the
+// scheduler counts it in scheduler_broken_jobs and logs it.
+func (e *Elector) Problems() []Problem { return e.health.list() }
+
+// Ready returns nil when no blocking damage is known, else the first one.
+func (e *Elector) Ready() error {
+	for _, p := range e.health.list() {
+		if p.Blocking {
+			return p.Error
+		}
+	}
+	return nil
 }
 
 // Holder is this replica's identity in the lease.
@@ -217,11 +237,19 @@ func (e *Elector) standby(ctx context.Context, watch <-chan struct{}) *Leadershi
 		m.RenewalLatency.Observe(recv.Sub(sent).Seconds())
 		wait := e.lease.Retry
 		var held *HeldError
+		var dmg *DamageError
 		switch {
 		case err == nil:
+			e.health.clear(StateElection)
+			e.noteHistory(g.Damage)
 			e.observeStoreTime(g.StoreTime, sent, recv)
 			return newLeadership(g.Lease, e.clock, sent.Add(e.lease.TTL-e.lease.SafetyMargin))
+		case errors.As(err, &dmg):
+			// The lease or the epoch is damaged: nobody can lead until an
+			// operator repairs it. Said once, retried quietly.
+			e.health.set(StateElection, dmg)
 		case errors.As(err, &held):
+			e.health.clear(StateElection)
 			e.sawLeader(held.Leader.Lease)
 			// Wake when the lease would expire if its holder stopped
 			// renewing: a crashed leader is replaced within one TTL even
@@ -241,6 +269,17 @@ func (e *Elector) standby(ctx context.Context, watch <-chan struct{}) *Leadershi
 			t.Stop()
 		case <-t.Chan():
 		}
+	}
+}
+
+// noteHistory reports damage of the leadership history that an acquire
+// skipped, or that the history is usable again (an acquire reads all of
+// it; a renew only its newest entry, so only an acquire clears).
+func (e *Elector) noteHistory(d *DamageError) {
+	if d != nil {
+		e.health.set(StateHistory, d)
+	} else {
+		e.health.clear(StateHistory)
 	}
 }
 
@@ -314,6 +353,9 @@ loop:
 			m.RenewalLatency.Observe(r.recv.Sub(r.sent).Seconds())
 			switch {
 			case r.err == nil:
+				if r.g.Damage != nil {
+					e.health.set(StateHistory, r.g.Damage)
+				}
 				e.observeStoreTime(r.g.StoreTime, r.sent, r.recv)
 				ld.setDeadline(r.sent.Add(e.lease.TTL - e.lease.SafetyMargin))
 				deadline.Stop()

@@ -16,6 +16,9 @@ var (
 	// caller's lease: the caller is a superseded leader and nothing was
 	// written.
 	ErrFenced = errors.New("onetick: claim fenced: lease superseded")
+	// ErrNotRepairable is returned by Doctor.Repair for damage onetick
+	// must not touch by itself.
+	ErrNotRepairable = errors.New("onetick: not repairable by onetick")
 	// ErrInvalidConfig wraps every configuration error.
 	ErrInvalidConfig = errors.New("onetick: invalid configuration")
 )
@@ -45,4 +48,110 @@ func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 
 func configErr(field, format string, args ...any) error {
 	return &ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// ErrDamaged is wrapped by every *DamageError: state the store keeps for
+// onetick cannot be used as it is (a key of another type, a value that does
+// not parse, a lease that never expires). onetick never guesses around such
+// state: it refuses the part of the work that depends on it, says which key
+// is damaged, and leaves the repair to the operator (`onetick repair`).
+var ErrDamaged = errors.New("onetick: damaged store state")
+
+// DamageKind says what is wrong with a piece of store state.
+type DamageKind string
+
+const (
+	// DamageType: the key holds another type than onetick keeps there.
+	DamageType DamageKind = "type"
+	// DamageValue: the value does not parse.
+	DamageValue DamageKind = "value"
+	// DamageNoExpiry: a lease without an expiry; onetick always sets one,
+	// so nobody could ever take it over.
+	DamageNoExpiry DamageKind = "no-expiry"
+)
+
+// DamageError names one damaged piece of store state.
+type DamageError struct {
+	Kind DamageKind `json:"kind"`
+	// Key is the store's key (or table) that is damaged.
+	Key string `json:"key"`
+	// Field is the part of Key that is damaged, where only a part is: a
+	// job's field of the last-fired hash, an entry of the history list.
+	Field string `json:"field,omitempty"`
+	// Job is the job whose state this is, if it belongs to one job.
+	Job string `json:"job,omitempty"`
+	// Reason says what is wrong, in terms an operator can act on.
+	Reason string `json:"reason"`
+	// Value is the damaged value, for DamageValue and DamageNoExpiry:
+	// Repair moves it aside only if it is still exactly this.
+	Value string `json:"value,omitempty"`
+	// Repairable is true when `onetick repair` can move the damage aside:
+	// the key belongs to onetick. A job's stream belongs to its consumers,
+	// so onetick never touches it.
+	Repairable bool `json:"repairable"`
+}
+
+func (e *DamageError) Error() string {
+	where := "key " + e.Key
+	if e.Field != "" {
+		where += " field " + e.Field
+	}
+	return "onetick: damaged store state: " + where + ": " + e.Reason
+}
+
+// Unwrap makes errors.Is(err, ErrDamaged) hold.
+func (e *DamageError) Unwrap() error { return ErrDamaged }
+
+// DamageErrors is several damaged pieces found by one read.
+type DamageErrors []*DamageError
+
+func (es DamageErrors) Error() string {
+	if len(es) == 1 {
+		return es[0].Error()
+	}
+	s := fmt.Sprintf("onetick: %d damaged pieces of store state: ", len(es))
+	for i, e := range es {
+		if i > 0 {
+			s += "; "
+		}
+		s += e.Key
+		if e.Field != "" {
+			s += " field " + e.Field
+		}
+		s += ": " + e.Reason
+	}
+	return s
+}
+
+// Unwrap returns each damage, so errors.Is(err, ErrDamaged) holds.
+func (es DamageErrors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// Damages returns every *DamageError in err (joined, wrapped or a
+// DamageErrors), or nil.
+func Damages(err error) []*DamageError {
+	var out []*DamageError
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+		case *DamageError:
+			out = append(out, e)
+		case DamageErrors:
+			out = append(out, e...)
+		case interface{ Unwrap() []error }:
+			for _, x := range e.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	return out
 }

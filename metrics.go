@@ -26,6 +26,9 @@ type Metrics struct {
 	StoreClockOffset  prometheus.Gauge
 	LeaseTTL          prometheus.Gauge
 	JobInfo           *prometheus.GaugeVec
+	BrokenTicks       *prometheus.CounterVec
+	BrokenJobs        prometheus.Gauge
+	StoreDamaged      *prometheus.GaugeVec
 
 	mu           sync.Mutex
 	standbyTotal time.Duration
@@ -99,7 +102,22 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "scheduler_job_info",
 			Help: "Always 1; labels each job with its preference, so alerts can select jobs that prefer missed.",
 		}, []string{"job", "prefer"}),
+		BrokenTicks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scheduler_broken_ticks_total",
+			Help: "Slots not claimed because state they depend on is damaged (their stream holds another type, their job's last-fired slot does not parse); each slot counted once.",
+		}, []string{"job"}),
+		BrokenJobs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "scheduler_broken_jobs",
+			Help: "Jobs whose ticks the store refuses as broken right now (leader only); the log and `onetick status` name them.",
+		}),
+		StoreDamaged: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "scheduler_store_damaged",
+			Help: "1 while shared state this replica needs is damaged: state=election (lease or epoch), last_fired (the last-fired slots as a whole), history (auxiliary).",
+		}, []string{"state"}),
 		now: time.Now,
+	}
+	for _, st := range []string{StateElection, StateLastFired, StateHistory} {
+		m.StoreDamaged.WithLabelValues(st).Set(0)
 	}
 	standby := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "scheduler_standby_seconds_total",
@@ -110,6 +128,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			m.LeadershipChanges, m.DuplicateTicks, m.FencedTicks, m.MissedTicks,
 			m.CatchupTicks, m.EnqueuedTicks, m.DeliveryErrors, m.IsLeader, m.LeaseEpoch,
 			m.RenewalLatency, m.TickDelay, m.LastFiredSlot, m.StoreClockOffset, m.LeaseTTL, m.JobInfo, standby,
+			m.BrokenTicks, m.BrokenJobs, m.StoreDamaged,
 		} {
 			if err := reg.Register(c); err != nil {
 				return nil, err

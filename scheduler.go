@@ -156,7 +156,17 @@ type Scheduler struct {
 	log     *slog.Logger
 	clock   clockwork.Clock
 	jobs    []*jobState
+
+	brokenJobs int // jobs with broken set; only the firing loop touches it
 }
+
+// Problems lists damaged store state this replica ran into (see
+// Elector.Problems), and each job the store currently refuses as broken.
+func (s *Scheduler) Problems() []Problem { return s.elector.Problems() }
+
+// Ready returns nil unless damaged shared state stops this replica's work
+// (the lease, the epoch, the last-fired slots as a whole).
+func (s *Scheduler) Ready() error { return s.elector.Ready() }
 
 type jobState struct {
 	Job
@@ -166,10 +176,19 @@ type jobState struct {
 	planTop   Slot // newest slot of the last plan; older planned slots are catch-up
 	index     int  // heap index
 
+	// Damage: while broken is set the store refuses this job's ticks as
+	// Broken; the job is retried at its next slot or after backoff,
+	// whichever is first, and resumes by its preference once repaired.
+	broken    *DamageError
+	brokenAt  time.Time
+	brokenTop Slot          // newest slot counted in brokenCtr
+	retry     bool          // set by the last claim: wake by backoff
+	backoff   time.Duration // current retry delay while damaged
+
 	// The job's metric series, looked up once: at 100,000 jobs a label
 	// lookup per tick costs more than the claim.
-	enqueued, duplicate, fenced, missed, catchup prometheus.Counter
-	lastFired                                    prometheus.Gauge
+	enqueued, duplicate, fenced, missed, catchup, brokenCtr prometheus.Counter
+	lastFired                                               prometheus.Gauge
 }
 
 // New validates cfg and builds a Scheduler.
@@ -211,9 +230,7 @@ func New(cfg Config) (*Scheduler, error) {
 		if j.MaxCatchup == 0 {
 			j.MaxCatchup = 100
 		}
-		if j.Stream == "" {
-			j.Stream = "onetick:stream:" + j.Name
-		}
+		j.Stream = jobStream(j)
 		if j.Payload == "" {
 			j.Payload = "{}"
 		}
@@ -223,7 +240,8 @@ func New(cfg Config) (*Scheduler, error) {
 		js := &jobState{Job: j,
 			enqueued: m.EnqueuedTicks.WithLabelValues(j.Name), duplicate: m.DuplicateTicks.WithLabelValues(j.Name),
 			fenced: m.FencedTicks.WithLabelValues(j.Name), missed: m.MissedTicks.WithLabelValues(j.Name),
-			catchup: m.CatchupTicks.WithLabelValues(j.Name), lastFired: m.LastFiredSlot.WithLabelValues(j.Name)}
+			catchup: m.CatchupTicks.WithLabelValues(j.Name), lastFired: m.LastFiredSlot.WithLabelValues(j.Name),
+			brokenCtr: m.BrokenTicks.WithLabelValues(j.Name)}
 		s.jobs = append(s.jobs, js)
 	}
 	e, err := NewElector(ElectorConfig{
@@ -257,21 +275,27 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 		<-ctx.Done()
 		return
 	}
-	last, ok := s.loadCursors(ctx, ld, log)
+	last, damaged, ok := s.loadCursors(ctx, ld, log)
 	if !ok {
 		return
 	}
+	defer s.endTerm()
 	now := SlotOf(s.storeNow())
 	h := make(jobHeap, 0, len(s.jobs))
 	for _, j := range s.jobs {
+		j.broken, j.retry, j.backoff, j.brokenTop = nil, false, 0, 0
 		if c, ok := last[j.Name]; ok {
 			j.cursor = c
 		} else {
-			// No history: start from now, never backfill.
+			// No history (or a damaged one): start from now, never
+			// backfill.
 			j.cursor = now
 		}
 		j.retention = retentionFor(j.Schedule, now)
 		j.next = nextSlot(j.Schedule, j.cursor)
+		if d := damaged[j.Name]; d != nil {
+			s.markBroken(j, d, log)
+		}
 		h = append(h, j)
 	}
 	heap.Init(&h)
@@ -318,6 +342,18 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 		early, fenced := s.claim(ctx, ld, ticks, owners, log)
 		for _, j := range due {
 			j.next = nextSlot(j.Schedule, j.cursor)
+			if j.retry {
+				// Damaged state refused the job's ticks: try again at its
+				// next slot or after the backoff, whichever is first.
+				j.retry = false
+				j.backoff = min(max(2*j.backoff, time.Second), maxDamageBackoff)
+				j.next = now + Slot(j.backoff.Milliseconds())
+				if n := nextSlot(j.Schedule, now); n != noSlot {
+					j.next = min(j.next, n)
+				}
+			} else if j.broken == nil {
+				j.backoff = 0
+			}
 			heap.Push(&h, j)
 		}
 		if fenced || !ld.Trusted() {
@@ -330,30 +366,96 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 	}
 }
 
+// maxDamageBackoff bounds the retry delay of a job whose state is
+// damaged: a repaired job fires again within this long at the latest.
+const maxDamageBackoff = 30 * time.Second
+
 // loadCursors reads the persisted last-fired slots, retrying while the
-// lease is trusted.
-func (s *Scheduler) loadCursors(ctx context.Context, ld *Leadership, log *slog.Logger) (map[string]Slot, bool) {
+// lease is trusted. Jobs whose own slot is damaged come back in damaged;
+// the last-fired state as a whole being damaged is reported once and
+// retried with a backoff until it is repaired.
+func (s *Scheduler) loadCursors(ctx context.Context, ld *Leadership, log *slog.Logger) (map[string]Slot, map[string]*DamageError, bool) {
 	names := make([]string, len(s.jobs))
 	for i, j := range s.jobs {
 		names[i] = j.Name
 	}
+	wait := 100 * time.Millisecond
 	for {
 		last, err := s.cfg.Backend.LastFired(ctx, names)
-		if err == nil {
-			return last, true
+		var whole *DamageError
+		switch {
+		case err == nil:
+			s.elector.health.clear(StateLastFired)
+			return last, nil, true
+		case last != nil && errors.Is(err, ErrDamaged):
+			// Some jobs' slots are damaged: the others start normally.
+			s.elector.health.clear(StateLastFired)
+			damaged := map[string]*DamageError{}
+			for _, d := range Damages(err) {
+				damaged[d.Job] = d
+			}
+			return last, damaged, true
+		case errors.As(err, &whole):
+			s.elector.health.set(StateLastFired, whole)
+			wait = min(max(2*wait, time.Second), maxDamageBackoff)
+		case ctx.Err() != nil:
+		default:
+			log.Warn("reading last-fired slots failed; retrying", "err", err)
 		}
 		if ctx.Err() != nil || !ld.Trusted() {
-			return nil, false
+			return nil, nil, false
 		}
-		log.Warn("reading last-fired slots failed; retrying", "err", err)
-		t := s.clock.NewTimer(100 * time.Millisecond)
+		t := s.clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, false
+			return nil, nil, false
 		case <-t.Chan():
 		}
 	}
+}
+
+// markBroken records that the store refused j's ticks because of d:
+// logged once per change of the damage, counted in scheduler_broken_jobs.
+func (s *Scheduler) markBroken(j *jobState, d *DamageError, log *slog.Logger) {
+	j.retry = true
+	if j.broken != nil && j.broken.Key == d.Key && j.broken.Reason == d.Reason {
+		return
+	}
+	if j.broken == nil {
+		s.brokenJobs++
+		s.metrics.BrokenJobs.Set(float64(s.brokenJobs))
+		j.brokenAt = s.clock.Now()
+	}
+	j.broken = d
+	attrs := []any{"job", j.Name, "key", d.Key, "reason", d.Reason}
+	if d.Field != "" {
+		attrs = append(attrs, "field", d.Field)
+	}
+	log.Error("job's store state is damaged: its ticks are refused until repaired (other jobs are unaffected)", attrs...)
+}
+
+// repaired records that the store accepted j's ticks again.
+func (s *Scheduler) repaired(j *jobState, log *slog.Logger) {
+	if j.broken == nil {
+		return
+	}
+	log.Info("job's store state usable again; firing by its preference", "job", j.Name, "key", j.broken.Key,
+		"damaged_for", s.clock.Since(j.brokenAt).Round(time.Millisecond))
+	j.broken = nil
+	j.backoff = 0
+	s.brokenJobs--
+	s.metrics.BrokenJobs.Set(float64(s.brokenJobs))
+}
+
+// endTerm forgets the damage seen in a leadership term: the next term
+// reads the store afresh.
+func (s *Scheduler) endTerm() {
+	for _, j := range s.jobs {
+		j.broken = nil
+	}
+	s.brokenJobs = 0
+	s.metrics.BrokenJobs.Set(0)
 }
 
 // plan appends to ticks those to claim for j at store time now, applying
@@ -467,7 +569,7 @@ func (s *Scheduler) claim(ctx context.Context, ld *Leadership, ticks []Tick, own
 		}
 		for {
 			<-c.done
-			if c.err == nil || errors.Is(c.err, ErrFenced) || fenced || !ld.Trusted() {
+			if c.err == nil || errors.Is(c.err, ErrFenced) || errors.Is(c.err, ErrDamaged) || fenced || !ld.Trusted() {
 				break
 			}
 			// The claim's fate is unknown. Retrying is safe: the store
@@ -490,10 +592,21 @@ func (s *Scheduler) claim(ctx context.Context, ld *Leadership, ticks []Tick, own
 				ld.Lose()
 			}
 			fenced = true
+		case errors.Is(c.err, ErrDamaged):
+			// The last-fired state as a whole is damaged: nothing was
+			// written. Said once; the jobs retry with a backoff.
+			var d *DamageError
+			if errors.As(c.err, &d) {
+				s.elector.health.set(StateLastFired, d)
+			}
+			for _, j := range c.owners {
+				j.retry = true
+			}
 		case c.err != nil:
 			// Given up: the lease is no longer trusted. The next leader
 			// continues from the store's last-fired slots.
 		default:
+			s.elector.health.clear(StateLastFired)
 			if s.account(ld, c, log) {
 				early = true
 			}
@@ -530,6 +643,19 @@ func (s *Scheduler) account(ld *Leadership, c *claimCall, log *slog.Logger) (ear
 			early = true
 			log.Warn("store refused an early tick: this replica's clock runs ahead of the store's",
 				"job", t.Job, "slot", t.Slot.String(), "store_time", res.StoreTime)
+		case Broken:
+			d := res.Damaged[i]
+			if d == nil {
+				d = &DamageError{Reason: "damaged state (the store gave no detail)"}
+			}
+			s.markBroken(j, d, log)
+			if t.Slot > j.brokenTop {
+				j.brokenTop = t.Slot
+				j.brokenCtr.Inc()
+			}
+		}
+		if res.Outcomes[i] == Claimed || res.Outcomes[i] == Duplicate {
+			s.repaired(j, log)
 		}
 	}
 	if len(delivered) > 0 {

@@ -14,6 +14,10 @@ type Status struct {
 	Leader    *LeaderView `json:"leader"`
 	History   []Term      `json:"history"`
 	Jobs      []JobStatus `json:"jobs"`
+	// Damage lists every damaged piece of store state found (empty when
+	// the store is healthy). Everything else in the status is what could
+	// still be read.
+	Damage []*DamageError `json:"damage"`
 }
 
 // LeaderView is the current lease.
@@ -36,6 +40,9 @@ type JobStatus struct {
 	Gap     int64 `json:"gap"`
 	GapFrom *Slot `json:"gap_from,omitempty"`
 	GapTo   *Slot `json:"gap_to,omitempty"`
+	// Damage is damaged state of this job (its stream, its last-fired
+	// slot): the store refuses its ticks until it is repaired.
+	Damage []*DamageError `json:"damage,omitempty"`
 }
 
 // GapTolerance is how late a slot may be before Status reports it as a gap:
@@ -50,36 +57,67 @@ type describer interface {
 }
 
 // ReadStatus reads the status of jobs from b, with up to history terms.
+// Damaged state does not make it fail: it reads what it can and lists the
+// damage in Status.Damage (and per job). It fails only when the store
+// cannot be reached.
 func ReadStatus(ctx context.Context, b Backend, jobs []Job, history int) (*Status, error) {
 	now, err := b.Time(ctx)
 	if err != nil {
 		return nil, err
 	}
-	st := &Status{StoreTime: now.UTC(), Jobs: []JobStatus{}}
+	st := &Status{StoreTime: now.UTC(), Jobs: []JobStatus{}, Damage: []*DamageError{}}
+	seen := map[[3]string]bool{}
+	damaged := func(err error) error {
+		ds := Damages(err)
+		if ds == nil {
+			return err
+		}
+		for _, d := range ds {
+			if k := [3]string{d.Key, d.Field, d.Job}; !seen[k] {
+				seen[k] = true
+				st.Damage = append(st.Damage, d)
+			}
+		}
+		return nil
+	}
 	info, err := b.Leader(ctx)
-	if err != nil {
+	if err = damaged(err); err != nil {
 		return nil, err
 	}
 	if info.Held {
 		st.Leader = &LeaderView{Holder: info.Lease.Holder, Epoch: info.Lease.Epoch, TTLLeft: info.TTL.Seconds()}
 	}
-	if st.History, err = b.History(ctx, history); err != nil {
+	st.History, err = b.History(ctx, history)
+	if err = damaged(err); err != nil {
 		return nil, err
 	}
 	if st.History == nil {
 		st.History = []Term{}
 	}
 	names := make([]string, len(jobs))
+	streams := make(map[string]string, len(jobs))
 	for i, j := range jobs {
 		names[i] = j.Name
+		streams[j.Name] = jobStream(j)
 	}
 	last, err := b.LastFired(ctx, names)
+	if err = damaged(err); err != nil {
+		return nil, err
+	}
+	found, err := b.Inspect(ctx, streams)
 	if err != nil {
 		return nil, err
 	}
+	_ = damaged(DamageErrors(found))
+	byJob := map[string][]*DamageError{}
+	for _, d := range st.Damage {
+		if d.Job != "" {
+			byJob[d.Job] = append(byJob[d.Job], d)
+		}
+	}
 	nowSlot := SlotOf(now)
 	for _, j := range jobs {
-		js := JobStatus{Name: j.Name, Prefer: j.Prefer, Zone: "UTC"}
+		js := JobStatus{Name: j.Name, Prefer: j.Prefer, Zone: "UTC", Damage: byJob[j.Name]}
 		if js.Prefer == "" {
 			js.Prefer = PreferMissed
 		}
@@ -105,4 +143,14 @@ func ReadStatus(ctx context.Context, b Backend, jobs []Job, history int) (*Statu
 		st.Jobs = append(st.Jobs, js)
 	}
 	return st, nil
+}
+
+// DefaultStream is the stream of a job that names none.
+func DefaultStream(job string) string { return "onetick:stream:" + job }
+
+func jobStream(j Job) string {
+	if j.Stream == "" {
+		return DefaultStream(j.Name)
+	}
+	return j.Stream
 }

@@ -26,9 +26,12 @@ func TickID(job string, slot Slot) string {
 	return job + ":" + strconv.FormatInt(int64(slot), 10)
 }
 
-// Epoch is the fencing token of a leadership term. It increases by one with
-// every successful acquisition and is never reused, so a larger epoch always
-// means a more recent leader.
+// Epoch is the fencing token of a leadership term. Every successful
+// acquisition takes the largest of the stored epoch plus one, the newest
+// epoch in the stored history plus one, and the store's clock in Unix
+// milliseconds, so epochs never repeat or go backwards even when the epoch
+// key is deleted or the store forgets it (a restart without persistence): a
+// larger epoch always means a more recent leader.
 type Epoch int64
 
 // Lease identifies one leadership term: who holds it and with which epoch.
@@ -62,6 +65,9 @@ type Grant struct {
 	// StoreTime is the store's own clock when it executed the operation. The
 	// elector uses it to measure the offset between its clock and the store's.
 	StoreTime time.Time
+	// Damage is damaged auxiliary state (the leadership history) that the
+	// operation skipped: it never blocks the lease, but it is reported.
+	Damage *DamageError
 }
 
 // LeaderInfo describes the current lease as the store sees it.
@@ -136,6 +142,11 @@ const (
 	// Early: the slot lies in the future by the store's clock by more than
 	// the tolerance; nothing was written.
 	Early
+	// Broken: state this tick depends on is damaged (its stream key holds
+	// another type, its job's last-fired slot does not parse, ...); nothing
+	// was written for it. ClaimResult.Damaged says which key and why. The
+	// other ticks of the claim are unaffected.
+	Broken
 )
 
 func (o Outcome) String() string {
@@ -146,6 +157,8 @@ func (o Outcome) String() string {
 		return "duplicate"
 	case Early:
 		return "early"
+	case Broken:
+		return "broken"
 	}
 	return "unknown"
 }
@@ -156,6 +169,8 @@ type ClaimResult struct {
 	Outcomes []Outcome
 	// StoreTime is the store's clock when it executed the claim.
 	StoreTime time.Time
+	// Damaged holds, for each Broken outcome's index, what is damaged.
+	Damaged map[int]*DamageError
 }
 
 // TickRecord is a tick as a consumer reads it from a stream.

@@ -41,13 +41,31 @@ type Backend struct {
 	held     bool
 	expires  time.Time // of the current or, once expired, the last lease
 	epoch    onetick.Epoch
-	terms    []onetick.Term // newest first
+	terms    []entry // newest first
 	last     map[string]onetick.Slot
 	ticks    map[string]tickRecord
 	streams  map[string][]onetick.TickRecord
 	seq      int64
 	watchers map[chan struct{}]struct{}
 	closed   bool
+
+	// Damage, injected by Damage (a test hook) as an operator's mistake
+	// would damage the keys of a Redis store.
+	dmg damage
+}
+
+// entry is one history entry: a term, or garbage.
+type entry struct {
+	term    onetick.Term
+	garbage string
+}
+
+// damage is the memory backend's model of damaged state: what the Redis
+// backend finds when a key holds another type or a value does not parse.
+type damage struct {
+	lease, epoch, terms, last *onetick.DamageError
+	lastJob                   map[string]*onetick.DamageError // job -> damage
+	stream                    map[string]*onetick.DamageError // stream -> damage
 }
 
 type tickRecord struct {
@@ -105,7 +123,7 @@ func (b *Backend) notifyLocked() {
 	}
 }
 
-func (b *Backend) holds(l onetick.Lease) bool { return b.held && b.lease == l }
+func (b *Backend) holds(l onetick.Lease) bool { return b.held && b.lease == l && b.dmg.lease == nil }
 
 // Acquire implements onetick.Leaser.
 func (b *Backend) Acquire(ctx context.Context, holder string, ttl time.Duration) (onetick.Grant, error) {
@@ -114,23 +132,62 @@ func (b *Backend) Acquire(ctx context.Context, holder string, ttl time.Duration)
 		return onetick.Grant{}, err
 	}
 	defer b.mu.Unlock()
+	if d := b.dmg.lease; d != nil {
+		return onetick.Grant{}, d
+	}
 	if b.held {
 		return onetick.Grant{}, &onetick.HeldError{Leader: onetick.LeaderInfo{Lease: b.lease, TTL: b.expires.Sub(now), Held: true}}
 	}
-	if len(b.terms) > 0 && b.terms[0].End.IsZero() {
-		// The previous term ended without a release: its lease expired.
-		b.terms[0].End = b.expires.UTC()
-		b.terms[0].Reason = onetick.EndExpired
+	if d := b.dmg.epoch; d != nil {
+		return onetick.Grant{}, d
 	}
-	b.epoch++
+	// The epoch never repeats: the largest of the stored epoch + 1, the
+	// history's newest + 1 and the clock in milliseconds.
+	epoch := max(b.epoch+1, onetick.Epoch(now.UnixMilli()))
+	var note *onetick.DamageError
+	if b.dmg.terms != nil {
+		note = b.dmg.terms
+	} else {
+		bad := 0
+		for _, e := range b.terms {
+			if e.garbage != "" {
+				bad++
+			} else if e.term.Epoch >= epoch {
+				epoch = e.term.Epoch + 1
+			}
+		}
+		if bad > 0 {
+			note = &onetick.DamageError{Key: "terms", Kind: onetick.DamageValue, Repairable: true,
+				Reason: strconv.Itoa(bad) + " entries are not terms; skipped"}
+		}
+		if len(b.terms) > 0 && b.terms[0].garbage == "" && b.terms[0].term.End.IsZero() {
+			// The previous term ended without a release: its lease expired.
+			b.terms[0].term.End = b.expires.UTC()
+			b.terms[0].term.Reason = onetick.EndExpired
+		}
+		b.terms = append([]entry{{term: onetick.Term{Epoch: epoch, Holder: holder, Start: now.UTC()}}}, b.terms...)
+		if len(b.terms) > b.opts.HistoryLen {
+			b.terms = b.terms[:b.opts.HistoryLen]
+		}
+	}
+	b.epoch = epoch
 	b.lease = onetick.Lease{Holder: holder, Epoch: b.epoch}
 	b.held = true
 	b.expires = now.Add(ttl)
-	b.terms = append([]onetick.Term{{Epoch: b.epoch, Holder: holder, Start: now.UTC()}}, b.terms...)
-	if len(b.terms) > b.opts.HistoryLen {
-		b.terms = b.terms[:b.opts.HistoryLen]
+	return onetick.Grant{Lease: b.lease, StoreTime: now, Damage: note}, nil
+}
+
+// headNote reports damage of the history's newest entry, which renew and
+// release skip.
+func (b *Backend) headNote() *onetick.DamageError {
+	if b.dmg.terms != nil {
+		return b.dmg.terms
 	}
-	return onetick.Grant{Lease: b.lease, StoreTime: now}, nil
+	if len(b.terms) > 0 && b.terms[0].garbage != "" {
+		return &onetick.DamageError{Key: "terms", Kind: onetick.DamageValue, Repairable: true,
+			Reason: "the newest entry is not a term; skipped"}
+	}
+	return nil
 }
 
 // Renew implements onetick.Leaser.
@@ -144,7 +201,7 @@ func (b *Backend) Renew(ctx context.Context, l onetick.Lease, ttl time.Duration)
 		return onetick.Grant{}, onetick.ErrLeaseLost
 	}
 	b.expires = now.Add(ttl)
-	return onetick.Grant{Lease: l, StoreTime: now}, nil
+	return onetick.Grant{Lease: l, StoreTime: now, Damage: b.headNote()}, nil
 }
 
 // Release implements onetick.Leaser.
@@ -159,9 +216,9 @@ func (b *Backend) Release(ctx context.Context, l onetick.Lease) error {
 	}
 	b.held = false
 	b.expires = now
-	if len(b.terms) > 0 && b.terms[0].Epoch == l.Epoch {
-		b.terms[0].End = now.UTC()
-		b.terms[0].Reason = onetick.EndReleased
+	if b.headNote() == nil && len(b.terms) > 0 && b.terms[0].term.Epoch == l.Epoch {
+		b.terms[0].term.End = now.UTC()
+		b.terms[0].term.Reason = onetick.EndReleased
 	}
 	b.notifyLocked()
 	return nil
@@ -174,6 +231,9 @@ func (b *Backend) Leader(ctx context.Context) (onetick.LeaderInfo, error) {
 		return onetick.LeaderInfo{}, err
 	}
 	defer b.mu.Unlock()
+	if d := b.dmg.lease; d != nil {
+		return onetick.LeaderInfo{}, d
+	}
 	if !b.held {
 		return onetick.LeaderInfo{}, nil
 	}
@@ -219,16 +279,31 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 	}
 	defer b.mu.Unlock()
 	if !b.holds(l) {
-		for i := range b.terms {
-			if b.terms[i].Epoch == l.Epoch && b.terms[i].Reason != onetick.EndReleased {
-				b.terms[i].Reason = onetick.EndFenced
+		if b.dmg.terms == nil {
+			for i := range b.terms {
+				t := &b.terms[i].term
+				if b.terms[i].garbage == "" && t.Epoch == l.Epoch && t.Reason != onetick.EndReleased {
+					t.Reason = onetick.EndFenced
+				}
 			}
 		}
 		return onetick.ClaimResult{}, onetick.ErrFenced
 	}
+	if d := b.dmg.last; d != nil && len(ticks) > 0 {
+		return onetick.ClaimResult{}, d
+	}
 	token := l.Token()
 	limit := onetick.SlotOf(now.Add(b.opts.ClockTolerance))
 	res := onetick.ClaimResult{Outcomes: make([]onetick.Outcome, len(ticks)), StoreTime: now}
+	broken := func(i int, d *onetick.DamageError) {
+		res.Outcomes[i] = onetick.Broken
+		if res.Damaged == nil {
+			res.Damaged = map[int]*onetick.DamageError{}
+		}
+		c := *d
+		c.Job = ticks[i].Job
+		res.Damaged[i] = &c
+	}
 	for i, t := range ticks {
 		id := t.ID()
 		rec, seen := b.ticks[id]
@@ -242,8 +317,14 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 			res.Outcomes[i] = onetick.Early
 		case seen && rec.token == token:
 			res.Outcomes[i] = onetick.Claimed // a retry of this term's own claim
-		case seen, !t.OutOfOrder && hasLast && t.Slot <= last:
+		case seen:
 			res.Outcomes[i] = onetick.Duplicate
+		case !t.OutOfOrder && b.dmg.lastJob[t.Job] != nil:
+			broken(i, b.dmg.lastJob[t.Job])
+		case !t.OutOfOrder && hasLast && t.Slot <= last:
+			res.Outcomes[i] = onetick.Duplicate
+		case b.dmg.stream[t.Stream] != nil:
+			broken(i, b.dmg.stream[t.Stream])
 		default:
 			b.ticks[id] = tickRecord{token: token, expires: now.Add(t.Retention)}
 			if !t.OutOfOrder {
@@ -270,11 +351,20 @@ func (b *Backend) LastFired(ctx context.Context, jobs []string) (map[string]onet
 		return nil, err
 	}
 	defer b.mu.Unlock()
+	if d := b.dmg.last; d != nil && len(jobs) > 0 {
+		return nil, d
+	}
 	out := make(map[string]onetick.Slot, len(jobs))
+	var bad onetick.DamageErrors
 	for _, j := range jobs {
-		if s, ok := b.last[j]; ok {
+		if d := b.dmg.lastJob[j]; d != nil {
+			bad = append(bad, d)
+		} else if s, ok := b.last[j]; ok {
 			out[j] = s
 		}
+	}
+	if bad != nil {
+		return out, bad
 	}
 	return out, nil
 }
@@ -295,8 +385,24 @@ func (b *Backend) History(ctx context.Context, n int) ([]onetick.Term, error) {
 		return nil, err
 	}
 	defer b.mu.Unlock()
+	if d := b.dmg.terms; d != nil {
+		return nil, d
+	}
 	n = min(max(n, 0), len(b.terms))
-	return append([]onetick.Term(nil), b.terms[:n]...), nil
+	out := make([]onetick.Term, 0, n)
+	var bad onetick.DamageErrors
+	for i, e := range b.terms[:n] {
+		if e.garbage != "" {
+			bad = append(bad, &onetick.DamageError{Key: "terms", Field: strconv.Itoa(i), Kind: onetick.DamageValue,
+				Value: e.garbage, Repairable: true, Reason: "entry is not a term; skipped"})
+			continue
+		}
+		out = append(out, e.term)
+	}
+	if bad != nil {
+		return out, bad
+	}
+	return out, nil
 }
 
 // ForceExpire makes the current lease expire now, as if its holder had

@@ -30,6 +30,11 @@ func jsonUnmarshal(s string, v *termJSON) error {
 		f, _ := n.Float64()
 		return int64(f)
 	}
-	*v = termJSON{Epoch: num(raw.Epoch), Holder: raw.Holder, Start: num(raw.Start), End: num(raw.End), Reason: raw.Reason}
+	var epoch *int64
+	if raw.Epoch != "" {
+		e := num(raw.Epoch)
+		epoch = &e
+	}
+	*v = termJSON{Epoch: epoch, Holder: raw.Holder, Start: num(raw.Start), End: num(raw.End), Reason: raw.Reason}
 	return nil
 }

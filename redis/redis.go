@@ -134,6 +134,47 @@ func (b *Backend) Ping(ctx context.Context) error { return b.c.Ping(ctx).Err() }
 
 func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
+// damageOf turns a script's {-1, key, reason, kind, value} answer into a
+// *DamageError.
+func (b *Backend) damageOf(v []any) *onetick.DamageError {
+	return b.damageAt(v, 1, "")
+}
+
+// damageAt reads key, field (when withField), reason, kind and value from
+// v starting at i.
+func (b *Backend) damageAt(v []any, i int, field string) *onetick.DamageError {
+	str := func(k int) string {
+		if k < len(v) {
+			s, _ := v[k].(string)
+			return s
+		}
+		return ""
+	}
+	key := str(i)
+	return &onetick.DamageError{Key: key, Field: field, Reason: str(i + 1), Kind: onetick.DamageKind(str(i + 2)),
+		Value: str(i + 3), Repairable: b.owned(key)}
+}
+
+// noteOf turns a script's {key, reason} note into a *DamageError, or nil.
+func (b *Backend) noteOf(x any) *onetick.DamageError {
+	n, _ := x.([]any)
+	if len(n) != 2 {
+		return nil
+	}
+	key, _ := n[0].(string)
+	reason, _ := n[1].(string)
+	return &onetick.DamageError{Key: key, Reason: reason, Kind: onetick.DamageType, Repairable: b.owned(key)}
+}
+
+// owned reports whether key is one of onetick's own keys (not a stream).
+func (b *Backend) owned(key string) bool {
+	switch key {
+	case b.leader, b.epoch, b.terms, b.last:
+		return true
+	}
+	return strings.HasPrefix(key, b.opts.Prefix+":ticks:")
+}
+
 // Acquire implements onetick.Leaser.
 func (b *Backend) Acquire(ctx context.Context, holder string, ttl time.Duration) (onetick.Grant, error) {
 	v, err := acquireScript.Run(ctx, b.c, []string{b.leader, b.epoch, b.terms},
@@ -141,15 +182,19 @@ func (b *Backend) Acquire(ctx context.Context, holder string, ttl time.Duration)
 	if err != nil {
 		return onetick.Grant{}, err
 	}
-	if v[0].(int64) == 1 {
+	switch v[0].(int64) {
+	case 1:
 		return onetick.Grant{
 			Lease:     onetick.Lease{Holder: holder, Epoch: onetick.Epoch(v[1].(int64))},
 			StoreTime: msTime(v[2].(int64)),
+			Damage:    b.noteOf(v[3]),
 		}, nil
+	case -1:
+		return onetick.Grant{}, b.damageOf(v)
 	}
 	l, err := onetick.ParseToken(v[1].(string))
 	if err != nil {
-		return onetick.Grant{}, err
+		return onetick.Grant{}, &onetick.DamageError{Key: b.leader, Kind: onetick.DamageValue, Value: v[1].(string), Reason: err.Error(), Repairable: true}
 	}
 	pttl := time.Duration(max(v[2].(int64), 0)) * time.Millisecond
 	return onetick.Grant{}, &onetick.HeldError{Leader: onetick.LeaderInfo{Lease: l, TTL: pttl, Held: true}}
@@ -157,35 +202,39 @@ func (b *Backend) Acquire(ctx context.Context, holder string, ttl time.Duration)
 
 // Renew implements onetick.Leaser.
 func (b *Backend) Renew(ctx context.Context, l onetick.Lease, ttl time.Duration) (onetick.Grant, error) {
-	now, err := renewScript.Run(ctx, b.c, []string{b.leader, b.terms},
-		l.Token(), ttl.Milliseconds(), int64(l.Epoch)).Int64()
+	v, err := renewScript.Run(ctx, b.c, []string{b.leader, b.terms},
+		l.Token(), ttl.Milliseconds(), int64(l.Epoch)).Slice()
 	if errors.Is(err, goredis.Nil) {
 		return onetick.Grant{}, onetick.ErrLeaseLost
 	}
 	if err != nil {
 		return onetick.Grant{}, err
 	}
-	return onetick.Grant{Lease: l, StoreTime: msTime(now)}, nil
+	return onetick.Grant{Lease: l, StoreTime: msTime(v[0].(int64)), Damage: b.noteOf(v[1])}, nil
 }
 
 // Release implements onetick.Leaser.
 func (b *Backend) Release(ctx context.Context, l onetick.Lease) error {
-	ok, err := releaseScript.Run(ctx, b.c, []string{b.leader, b.terms},
-		l.Token(), int64(l.Epoch), b.chann).Int64()
+	v, err := releaseScript.Run(ctx, b.c, []string{b.leader, b.terms},
+		l.Token(), int64(l.Epoch), b.chann).Slice()
 	if err != nil {
 		return err
 	}
-	if ok != 1 {
+	if v[0].(int64) != 1 {
 		return onetick.ErrLeaseLost
 	}
 	return nil
 }
 
-// Leader implements onetick.Leaser.
+// Leader implements onetick.Leaser. A lease key of another type, or a
+// value that is not "holder|epoch", is a *DamageError.
 func (b *Backend) Leader(ctx context.Context) (onetick.LeaderInfo, error) {
 	v, err := leaderScript.Run(ctx, b.c, []string{b.leader}).Slice()
 	if err != nil {
 		return onetick.LeaderInfo{}, err
+	}
+	if n, ok := v[0].(int64); ok && n == -1 {
+		return onetick.LeaderInfo{}, b.damageOf(v)
 	}
 	s, ok := v[0].(string)
 	if !ok {
@@ -193,9 +242,23 @@ func (b *Backend) Leader(ctx context.Context) (onetick.LeaderInfo, error) {
 	}
 	l, err := onetick.ParseToken(s)
 	if err != nil {
-		return onetick.LeaderInfo{}, err
+		return onetick.LeaderInfo{}, &onetick.DamageError{Key: b.leader, Kind: onetick.DamageValue, Value: s,
+			Reason: fmt.Sprintf("value %q is not a lease (\"holder|epoch\")", short(s)), Repairable: true}
 	}
-	return onetick.LeaderInfo{Lease: l, TTL: time.Duration(max(v[1].(int64), 0)) * time.Millisecond, Held: true}, nil
+	pttl := v[1].(int64)
+	if pttl < 0 {
+		return onetick.LeaderInfo{}, &onetick.DamageError{Key: b.leader, Kind: onetick.DamageNoExpiry, Value: s,
+			Reason: fmt.Sprintf("lease %q has no expiry (onetick always sets one)", short(s)), Repairable: true}
+	}
+	return onetick.LeaderInfo{Lease: l, TTL: time.Duration(pttl) * time.Millisecond, Held: true}, nil
+}
+
+// short bounds a value quoted in a message.
+func short(s string) string {
+	if len(s) > 60 {
+		return s[:60] + "..."
+	}
+	return s
 }
 
 // Watch implements onetick.Leaser: it subscribes to the release channel
@@ -258,14 +321,36 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 		}
 		return onetick.ClaimResult{}, err
 	}
+	if n, ok := v[0].(int64); ok && n == -1 {
+		return onetick.ClaimResult{}, b.damageOf(v)
+	}
 	now, _ := v[0].(int64)
 	outs, _ := v[1].(string)
 	if len(outs) != len(ticks) {
 		return onetick.ClaimResult{}, fmt.Errorf("redis: claim returned %d outcomes for %d ticks", len(outs), len(ticks))
 	}
 	res := onetick.ClaimResult{StoreTime: msTime(now), Outcomes: make([]onetick.Outcome, len(ticks))}
+	dmg, _ := v[2].([]any)
+	brk, _ := v[3].([]any)
+	nb := 0
 	for i := range outs {
 		res.Outcomes[i] = onetick.Outcome(outs[i] - '0')
+		if res.Outcomes[i] != onetick.Broken {
+			continue
+		}
+		if res.Damaged == nil {
+			res.Damaged = map[int]*onetick.DamageError{}
+		}
+		d := &onetick.DamageError{Reason: "damaged state (no detail)"}
+		if nb < len(brk) {
+			if k, ok := brk[nb].(int64); ok && k >= 1 && int(5*k) <= len(dmg) {
+				field, _ := dmg[5*k-4].(string)
+				d = b.damageAt([]any{dmg[5*k-5], dmg[5*k-3], dmg[5*k-2], dmg[5*k-1]}, 0, field)
+			}
+		}
+		nb++
+		d.Job = ticks[i].Job
+		res.Damaged[i] = d
 	}
 	return res, nil
 }
@@ -278,27 +363,58 @@ func (b *Backend) LastFired(ctx context.Context, jobs []string) (map[string]onet
 	}
 	v, err := b.c.HMGet(ctx, b.last, jobs...).Result()
 	if err != nil {
+		if isWrongType(err) {
+			return nil, b.wrongType(ctx, b.last, "a hash")
+		}
 		return nil, err
 	}
+	var bad onetick.DamageErrors
 	for i, x := range v {
 		s, ok := x.(string)
 		if !ok {
 			continue
 		}
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("redis: last-fired slot of %q: %w", jobs[i], err)
+		n, ok := parseSlot(s)
+		if !ok {
+			bad = append(bad, &onetick.DamageError{Key: b.last, Field: jobs[i], Job: jobs[i], Repairable: true,
+				Kind: onetick.DamageValue, Value: s,
+				Reason: fmt.Sprintf("last-fired slot %q is not an integer (Unix ms)", short(s))})
+			continue
 		}
 		out[jobs[i]] = onetick.Slot(n)
 	}
+	if bad != nil {
+		return out, bad
+	}
 	return out, nil
+}
+
+// parseSlot parses a last-fired slot as the claim script does: an integer
+// of at most 16 characters.
+func parseSlot(s string) (int64, bool) {
+	if len(s) > 16 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
+func isWrongType(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE") }
+
+// wrongType describes key, which holds another type than want.
+func (b *Backend) wrongType(ctx context.Context, key, want string) *onetick.DamageError {
+	typ, err := b.c.Type(ctx, key).Result()
+	if err != nil {
+		typ = "value of another type"
+	}
+	return &onetick.DamageError{Key: key, Kind: onetick.DamageType, Reason: "holds a " + typ + ", not " + want, Repairable: b.owned(key)}
 }
 
 // Time implements onetick.Claimer.
 func (b *Backend) Time(ctx context.Context) (time.Time, error) { return b.c.Time(ctx).Result() }
 
 type termJSON struct {
-	Epoch  int64  `json:"epoch"`
+	Epoch  *int64 `json:"epoch"`
 	Holder string `json:"holder"`
 	Start  int64  `json:"start"`
 	End    int64  `json:"end"`
@@ -312,21 +428,41 @@ func (b *Backend) History(ctx context.Context, n int) ([]onetick.Term, error) {
 	}
 	raw, err := b.c.LRange(ctx, b.terms, 0, int64(n-1)).Result()
 	if err != nil {
+		if isWrongType(err) {
+			return nil, b.wrongType(ctx, b.terms, "a list")
+		}
 		return nil, err
 	}
 	out := make([]onetick.Term, 0, len(raw))
-	for _, r := range raw {
-		var t termJSON
-		if err := jsonUnmarshal(r, &t); err != nil {
-			return nil, fmt.Errorf("redis: leadership history entry %q: %w", r, err)
-		}
-		term := onetick.Term{Epoch: onetick.Epoch(t.Epoch), Holder: t.Holder, Start: msTime(t.Start), Reason: onetick.EndReason(t.Reason)}
-		if t.End != 0 {
-			term.End = msTime(t.End)
+	var bad onetick.DamageErrors
+	for i, r := range raw {
+		term, ok := parseTerm(r)
+		if !ok {
+			bad = append(bad, &onetick.DamageError{Key: b.terms, Field: strconv.Itoa(i), Repairable: true,
+				Kind: onetick.DamageValue, Value: r,
+				Reason: fmt.Sprintf("entry %q is not a term (JSON); skipped", short(r))})
+			continue
 		}
 		out = append(out, term)
 	}
+	if bad != nil {
+		return out, bad
+	}
 	return out, nil
+}
+
+// parseTerm decodes one history entry as the scripts do: a JSON object
+// with a numeric epoch.
+func parseTerm(r string) (onetick.Term, bool) {
+	var t termJSON
+	if err := jsonUnmarshal(r, &t); err != nil || t.Epoch == nil {
+		return onetick.Term{}, false
+	}
+	term := onetick.Term{Epoch: onetick.Epoch(*t.Epoch), Holder: t.Holder, Start: msTime(t.Start), Reason: onetick.EndReason(t.Reason)}
+	if t.End != 0 {
+		term.End = msTime(t.End)
+	}
+	return term, true
 }
 
 // ReadStream returns the entries of a stream, oldest first (count <= 0:

@@ -29,14 +29,28 @@ func harness(t *testing.T, srv *redistest.Server) backendtest.Harness {
 			return b
 		},
 		Expire: func(t *testing.T, b onetick.Backend) { expire(t, b.(*redis.Backend)) },
-		Stream: func(t *testing.T, b onetick.Backend, key string) []onetick.TickRecord {
-			recs, err := b.(*redis.Backend).ReadStream(context.Background(), key, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return recs
+		Stream: readStream,
+		Damage: func(t *testing.T, b onetick.Backend, d backendtest.Damage) bool {
+			damage(t, b.(*redis.Backend), d)
+			return true
 		},
+		Fix: func(t *testing.T, b onetick.Backend, d backendtest.Damage) { fix(t, b.(*redis.Backend), d) },
 	}
+}
+
+// readStream reads a stream; while damage keeps the stream's entries
+// aside (see damage), it reads them there.
+func readStream(t *testing.T, ob onetick.Backend, key string) []onetick.TickRecord {
+	b := ob.(*redis.Backend)
+	ctx := context.Background()
+	if typ, _ := b.Client().Type(ctx, key).Result(); typ != "stream" && typ != "none" {
+		key += ":aside"
+	}
+	recs, err := b.ReadStream(ctx, key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
 }
 
 // expire lets the lease run out now, as if its holder had paused past the
@@ -88,4 +102,20 @@ func TestMaskURL(t *testing.T) {
 			t.Errorf("MaskURL(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// FuzzClaimDamage drives the claim path against a real redis-server with
+// random batches, damage between claims and superseded leaders
+// (backendtest.ClaimFuzz), from the fuzzer's seed.
+func FuzzClaimDamage(f *testing.F) {
+	for _, s := range []uint64{1, 7, 42, 1 << 40} {
+		f.Add(s)
+	}
+	srv := redistest.Start(f)
+	h := harness(nil, srv)
+	f.Fuzz(func(t *testing.T, seed uint64) {
+		b := h.New(t)
+		defer b.Close()
+		backendtest.ClaimFuzz(t, h, b, seed, 40)
+	})
 }

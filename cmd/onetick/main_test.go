@@ -354,7 +354,7 @@ func TestRunEmbedded(t *testing.T) {
 		Payload json.RawMessage `json:"payload"`
 	}
 	if err := json.Unmarshal([]byte(line), &tick); err != nil || tick.Job != "fast" || tick.Slot%1000 != 0 ||
-		tick.Tick != fmt.Sprintf("fast:%d", tick.Slot) || tick.Epoch != 1 || string(tick.Payload) != `{"k":"v"}` {
+		tick.Tick != fmt.Sprintf("fast:%d", tick.Slot) || tick.Epoch < tick.Slot-60000 || string(tick.Payload) != `{"k":"v"}` {
 		t.Fatalf("tick line %q: %+v %v", line, tick, err)
 	}
 	if v := p.metric(t, addr, "scheduler_is_leader"); v != "1" {
