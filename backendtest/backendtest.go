@@ -288,6 +288,10 @@ func testClaimFencesStaleHolder(t *testing.T, h Harness, b onetick.Backend) {
 	if !errors.Is(err, onetick.ErrFenced) {
 		t.Fatalf("stale claim: %v, want ErrFenced", err)
 	}
+	// Even an empty claim is fenced (found by the claim fuzzer).
+	if _, err := b.Claim(ctx, a, nil); !errors.Is(err, onetick.ErrFenced) {
+		t.Fatalf("stale empty claim: %v, want ErrFenced", err)
+	}
 	if got := h.Stream(t, b, stream); len(got) != 1 {
 		t.Fatalf("stream after a fenced claim has %d entries, want 1: %+v", len(got), got)
 	}

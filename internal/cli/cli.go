@@ -51,6 +51,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = cmdRun(ctx, rest, env)
 	case "status":
 		err = cmdStatus(ctx, rest, env)
+	case "repair":
+		err = cmdRepair(ctx, rest, env)
 	case "validate":
 		err = cmdValidate(rest, env)
 	case "next":
@@ -105,6 +107,7 @@ func usage(w io.Writer) {
 Usage:
   onetick run --config FILE [--listen ADDR] [--replica ID] [--redis URL] [--log-format text|json]
   onetick status --config FILE [--json] [--redis URL]
+  onetick repair --config FILE [--apply] [--wait DURATION] [--redis URL]
   onetick validate --config FILE
   onetick next EXPR [--tz ZONE] [--from RFC3339] [-n N]
   onetick demo [--seconds N]

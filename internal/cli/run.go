@@ -265,6 +265,10 @@ func handler(reg *prometheus.Registry, s *onetick.Scheduler, b onetick.Backend, 
 			http.Error(w, "backend unavailable: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
+		if err := s.Ready(); err != nil {
+			http.Error(w, "store state damaged: "+err.Error()+" (see `onetick status` and `onetick repair`)", http.StatusServiceUnavailable)
+			return
+		}
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
@@ -276,7 +280,8 @@ func handler(reg *prometheus.Registry, s *onetick.Scheduler, b onetick.Backend, 
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(replicaStatus{Status: st, Replica: s.Elector().Holder(), IsLeader: s.Elector().IsLeader()})
+		_ = json.NewEncoder(w).Encode(replicaStatus{Status: st, Replica: s.Elector().Holder(), IsLeader: s.Elector().IsLeader(),
+			Problems: s.Problems()})
 	})
 	return mux
 }
@@ -285,4 +290,7 @@ type replicaStatus struct {
 	*onetick.Status
 	Replica  string `json:"replica"`
 	IsLeader bool   `json:"is_leader"`
+	// Problems is the damage this replica ran into and has not seen
+	// repaired (Status.Damage is what the store holds now).
+	Problems []onetick.Problem `json:"problems"`
 }

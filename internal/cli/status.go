@@ -54,9 +54,15 @@ func cmdStatus(ctx context.Context, args []string, env Env) error {
 	if *asJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+		if err := enc.Encode(st); err != nil {
+			return err
+		}
+	} else {
+		printStatus(env.Stdout, st)
 	}
-	printStatus(env.Stdout, st)
+	if n := len(st.Damage); n > 0 {
+		return fmt.Errorf("the store holds %d damaged pieces of state (listed above); `onetick repair --config %s` shows what it can move aside", n, f.Path)
+	}
 	return nil
 }
 
@@ -98,8 +104,35 @@ func printStatus(w io.Writer, st *onetick.Status) {
 		if j.Gap > 0 {
 			gap = fmt.Sprintf("%d missed (%s .. %s)", j.Gap, fmtSlot(j.GapFrom, loc), fmtSlot(j.GapTo, loc))
 		}
+		if len(j.Damage) > 0 {
+			gap = "DAMAGED: see below"
+		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, j.Schedule, j.Zone, j.Prefer,
 			fmtSlot(j.LastFired, loc), fmtSlot(j.Next, loc), gap)
+	}
+	_ = tw.Flush()
+	if len(st.Damage) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\ndamaged store state (onetick refuses what depends on it; nothing else is affected):")
+	printDamage(w, st.Damage)
+}
+
+func printDamage(w io.Writer, ds []*onetick.DamageError) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  KEY\tFIELD\tJOB\tREASON\tREPAIR")
+	for _, d := range ds {
+		field, job, fix := "-", "-", "onetick repair"
+		if d.Field != "" {
+			field = d.Field
+		}
+		if d.Job != "" {
+			job = d.Job
+		}
+		if !d.Repairable {
+			fix = "by hand (not onetick's key)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", d.Key, field, job, d.Reason, fix)
 	}
 	_ = tw.Flush()
 }
