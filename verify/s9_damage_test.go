@@ -193,7 +193,9 @@ func TestDamagedStore(t *testing.T) {
 	CheckInvariants(t, as, jobGrace, jobDup)
 	f.CheckMissedCounters(as)
 	gapA := missedBetween(as[jobMissed], damagedAt.Add(-interval), repairedAt.Add(interval))
-	gapB := func(j string) int { return missedBetween(as[j], leaseAt.Add(-interval), leaseAt.Add(leaderless+interval)) }
+	gapB := func(j string) int {
+		return missedBetween(as[j], leaseAt.Add(-interval), leaseAt.Add(leaderless+interval))
+	}
 	notes = append(notes, fmt.Sprintf("Gaps: (a) sec-missed %d slots (counted as missed), sec-dup 0 (caught up), sec-grace 0; (b) sec-missed %d, sec-grace %d, sec-dup %d.",
 		gapA, gapB(jobMissed), gapB(jobGrace), gapB(jobDup)))
 	for _, r := range f.Live() {
