@@ -70,4 +70,14 @@
 //   - Delivery to a Sink outside the store happens after the claim and is
 //     not part of its atomic step: a failed delivery is counted, not
 //     retried.
+//   - Damaged store state (a key of another type, a value that does not
+//     parse) never causes a duplicate: a claim does everything that can
+//     fail before its first write, and a tick whose own state is damaged
+//     is refused as Broken while the others are claimed. Damaged shared
+//     state (lease, epoch, last-fired slots as a whole) stops the work that
+//     depends on it and is reported (Elector.Problems, /readyz); it is
+//     never guessed around. The history is auxiliary and never blocks.
+//   - Epochs never repeat or go backwards: a new epoch is at least the
+//     stored one plus one, the history's newest plus one, and the store's
+//     clock in milliseconds.
 package onetick
