@@ -35,6 +35,8 @@ build:
 fuzz:
 	$(GO) test -run xxx -fuzz FuzzParse -fuzztime 60s ./cron/
 	$(GO) test -run xxx -fuzz FuzzParse -fuzztime 60s ./config/
+	$(GO) test -run xxx -fuzz FuzzClaimDamage -fuzztime 60s ./memory/
+	$(GO) test -run xxx -fuzz FuzzClaimDamage -fuzztime 60s ./redis/
 
 # Go benchmarks of the engine, then the side-by-side harness (its own module).
 bench: deps

@@ -49,11 +49,6 @@ type Harness struct {
 
 // Exercise runs the whole suite.
 func Exercise(t *testing.T, h Harness) {
-	newB := func(t *testing.T) onetick.Backend {
-		b := h.New(t)
-		t.Cleanup(func() { _ = b.Close() })
-		return b
-	}
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, h Harness, b onetick.Backend)
@@ -83,7 +78,7 @@ func Exercise(t *testing.T, h Harness) {
 	}
 	tests = append(tests, damageTests...)
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h, newB(t)) })
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h, fresh(t, h)) })
 	}
 }
 

@@ -69,6 +69,13 @@ var damageTests = []struct {
 	{"ClaimFuzzDamage", testClaimFuzzDamage},
 }
 
+// fresh returns a new backend for a subtest, closed at its end.
+func fresh(t *testing.T, h Harness) onetick.Backend {
+	b := h.New(t)
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
 func damage(t *testing.T, h Harness, b onetick.Backend, d Damage) {
 	t.Helper()
 	if h.Damage == nil || !h.Damage(t, b, d) {
@@ -318,8 +325,7 @@ func testDamageRecords(t *testing.T, h Harness, b onetick.Backend) {
 func testDamageLease(t *testing.T, h Harness, _ onetick.Backend) {
 	for _, k := range []DamageKind{LeaseWrongType, LeaseGarbage, LeaseNoExpiry} {
 		t.Run(k.String(), func(t *testing.T) {
-			b := h.New(t)
-			t.Cleanup(func() { _ = b.Close() })
+			b := fresh(t, h)
 			ctx := ctxT(t)
 			a := mustAcquire(t, b, "a", 30*time.Second)
 			damage(t, h, b, Damage{Kind: k})
@@ -361,8 +367,7 @@ func testDamageLease(t *testing.T, h Harness, _ onetick.Backend) {
 func testDamageEpoch(t *testing.T, h Harness, _ onetick.Backend) {
 	for _, k := range []DamageKind{EpochWrongType, EpochGarbage, EpochDeleted} {
 		t.Run(k.String(), func(t *testing.T) {
-			b := h.New(t)
-			t.Cleanup(func() { _ = b.Close() })
+			b := fresh(t, h)
 			ctx := ctxT(t)
 			a := mustAcquire(t, b, "a", 30*time.Second)
 			if err := b.Release(ctx, a); err != nil {
@@ -385,8 +390,7 @@ func testDamageEpoch(t *testing.T, h Harness, _ onetick.Backend) {
 		})
 	}
 	t.Run("EpochAndHistoryDeleted", func(t *testing.T) {
-		b := h.New(t)
-		t.Cleanup(func() { _ = b.Close() })
+		b := fresh(t, h)
 		a := mustAcquire(t, b, "a", 30*time.Second)
 		if err := b.Release(ctxT(t), a); err != nil {
 			t.Fatal(err)
@@ -409,8 +413,7 @@ func testDamageEpoch(t *testing.T, h Harness, _ onetick.Backend) {
 func testDamageHistory(t *testing.T, h Harness, _ onetick.Backend) {
 	for _, k := range []DamageKind{HistoryGarbageEntry, HistoryWrongType} {
 		t.Run(k.String(), func(t *testing.T) {
-			b := h.New(t)
-			t.Cleanup(func() { _ = b.Close() })
+			b := fresh(t, h)
 			ctx := ctxT(t)
 			a := mustAcquire(t, b, "a", 30*time.Second)
 			if err := b.Release(ctx, a); err != nil {

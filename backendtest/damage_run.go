@@ -49,8 +49,7 @@ func testDamageWhileRunning(t *testing.T, h Harness, _ onetick.Backend) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.d.Kind.String(), func(t *testing.T) {
-			b := h.New(t)
-			t.Cleanup(func() { _ = b.Close() })
+			b := fresh(t, h)
 			rec := newRecorder()
 			var jobs []onetick.Job
 			for _, n := range []string{"a", "b", "c"} {
@@ -135,8 +134,7 @@ func testDamageWhileRunning(t *testing.T, h Harness, _ onetick.Backend) {
 func testClaimFuzzDamage(t *testing.T, h Harness, _ onetick.Backend) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
-			b := h.New(t)
-			t.Cleanup(func() { _ = b.Close() })
+			b := fresh(t, h)
 			ClaimFuzz(t, h, b, seed, 60)
 		})
 	}

@@ -15,40 +15,22 @@ import (
 // only after waiting one TTL to confirm that no live leader renews it).
 func cmdRepair(ctx context.Context, args []string, env Env) error {
 	fs := newFlags("repair", env)
-	path := fs.String("config", "", "configuration file")
-	redisURL := fs.String("redis", "", "Redis URL, overrides backend.redis.url and ONETICK_REDIS_URL")
+	sf := addStoreFlags(fs)
 	apply := fs.Bool("apply", false, "move the damaged state aside (without it: only list what would be done)")
 	wait := fs.Duration("wait", 0, "how long to watch a lease without expiry before moving it aside (default: the lease ttl)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return badInput("repair: unexpected argument %q", pos[0])
-	}
-	f, err := loadConfig(*path)
-	if err != nil {
-		return err
-	}
-	if err := applyRedisOverride(f, *redisURL, env); err != nil {
-		return err
-	}
-	if f.Backend.Redis == nil {
-		return badInput("repair: %s has no shared backend (backend.redis): the embedded backend lives inside its one replica", f.Path)
-	}
 	if *wait < 0 {
 		return badInput("--wait: must not be negative, got %s", *wait)
 	}
-	if *wait == 0 {
-		*wait = f.Lease.TTL.D()
-	}
-	jobs, err := f.OneTickJobs()
-	if err != nil {
-		return usageError{err}
-	}
-	b, err := openBackend(ctx, f)
+	f, jobs, b, err := sf.open(ctx, "repair", pos, env)
 	if err != nil {
 		return err
+	}
+	if *wait == 0 {
+		*wait = f.Lease.TTL.D()
 	}
 	defer b.Close()
 	streams := make(map[string]string, len(jobs))

@@ -15,32 +15,14 @@ import (
 // the backend. It works from any machine that reaches the store.
 func cmdStatus(ctx context.Context, args []string, env Env) error {
 	fs := newFlags("status", env)
-	path := fs.String("config", "", "configuration file")
+	sf := addStoreFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	redisURL := fs.String("redis", "", "Redis URL, overrides backend.redis.url and ONETICK_REDIS_URL")
 	history := fs.Int("history", 10, "how many leadership terms to show")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return badInput("status: unexpected argument %q", pos[0])
-	}
-	f, err := loadConfig(*path)
-	if err != nil {
-		return err
-	}
-	if err := applyRedisOverride(f, *redisURL, env); err != nil {
-		return err
-	}
-	if f.Backend.Redis == nil {
-		return badInput("status: %s has no shared backend (backend.redis): the embedded backend lives inside its one replica; ask it at http://%s/status", f.Path, f.HTTP.Listen)
-	}
-	jobs, err := f.OneTickJobs()
-	if err != nil {
-		return usageError{err}
-	}
-	b, err := openBackend(ctx, f)
+	f, jobs, b, err := sf.open(ctx, "status", pos, env)
 	if err != nil {
 		return err
 	}
