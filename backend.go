@@ -69,6 +69,7 @@ type Backend interface {
 	// DamageErrors together with the terms that could be read.
 	History(ctx context.Context, n int) ([]Term, error)
 	Doctor
+	Controller
 	// Close releases the backend's connections.
 	Close() error
 }

@@ -10,12 +10,13 @@ import (
 
 // The kinds of shared state whose damage stops this replica's part of the
 // work: "election" (the lease or the epoch: nobody can acquire), and
-// "last_fired" (the last-fired slots as a whole: the leader cannot claim).
+// "claim" (what every claim reads as a whole: the last-fired slots, the
+// pause controls; the leader cannot claim).
 // "history" is auxiliary: its damage is reported, never blocking.
 const (
-	StateElection  = "election"
-	StateLastFired = "last_fired"
-	StateHistory   = "history"
+	StateElection = "election"
+	StateClaim    = "claim"
+	StateHistory  = "history"
 )
 
 // Problem is damaged store state that this replica ran into and that has
@@ -25,7 +26,7 @@ type Problem struct {
 	Since time.Time    `json:"since"`
 	Error *DamageError `json:"damage"`
 	// Blocking is true when the damage stops this replica's part of the
-	// work (election, last_fired), false for auxiliary state (history).
+	// work (election, claim), false for auxiliary state (history).
 	Blocking bool `json:"blocking"`
 }
 

@@ -27,6 +27,7 @@ type Metrics struct {
 	LeaseTTL          prometheus.Gauge
 	JobInfo           *prometheus.GaugeVec
 	BrokenTicks       *prometheus.CounterVec
+	PausedTicks       *prometheus.CounterVec
 	BrokenJobs        prometheus.Gauge
 	StoreDamaged      *prometheus.GaugeVec
 
@@ -106,17 +107,21 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "scheduler_broken_ticks_total",
 			Help: "Slots not claimed because state they depend on is damaged (their stream holds another type, their job's last-fired slot does not parse); each slot counted once.",
 		}, []string{"job"}),
+		PausedTicks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scheduler_paused_ticks_total",
+			Help: "Slots not enqueued because their job was paused (not counted as missed).",
+		}, []string{"job"}),
 		BrokenJobs: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "scheduler_broken_jobs",
 			Help: "Jobs whose ticks the store refuses as broken right now (leader only); the log and `onetick status` name them.",
 		}),
 		StoreDamaged: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "scheduler_store_damaged",
-			Help: "1 while shared state this replica needs is damaged: state=election (lease or epoch), last_fired (the last-fired slots as a whole), history (auxiliary).",
+			Help: "1 while shared state this replica needs is damaged: state=election (lease or epoch), claim (what every claim reads as a whole: the last-fired slots, the pause controls), history (auxiliary).",
 		}, []string{"state"}),
 		now: time.Now,
 	}
-	for _, st := range []string{StateElection, StateLastFired, StateHistory} {
+	for _, st := range []string{StateElection, StateClaim, StateHistory} {
 		m.StoreDamaged.WithLabelValues(st).Set(0)
 	}
 	standby := prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -128,7 +133,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			m.LeadershipChanges, m.DuplicateTicks, m.FencedTicks, m.MissedTicks,
 			m.CatchupTicks, m.EnqueuedTicks, m.DeliveryErrors, m.IsLeader, m.LeaseEpoch,
 			m.RenewalLatency, m.TickDelay, m.LastFiredSlot, m.StoreClockOffset, m.LeaseTTL, m.JobInfo, standby,
-			m.BrokenTicks, m.BrokenJobs, m.StoreDamaged,
+			m.BrokenTicks, m.PausedTicks, m.BrokenJobs, m.StoreDamaged,
 		} {
 			if err := reg.Register(c); err != nil {
 				return nil, err

@@ -158,6 +158,14 @@ type Scheduler struct {
 	jobs    []*jobState
 
 	brokenJobs int // jobs with broken set; only the firing loop touches it
+
+	// The leader's copy of the store's pause controls, for accounting the
+	// slots it skips without claiming (grace, max_catchup) as paused
+	// rather than missed. Claims are arbitrated by the store itself.
+	controls      map[string]JobControl
+	ctlVersion    int64
+	ctlCheckedAt  time.Time
+	ctlCheckEvery time.Duration
 }
 
 // Problems lists damaged store state this replica ran into (see
@@ -187,8 +195,8 @@ type jobState struct {
 
 	// The job's metric series, looked up once: at 100,000 jobs a label
 	// lookup per tick costs more than the claim.
-	enqueued, duplicate, fenced, missed, catchup, brokenCtr prometheus.Counter
-	lastFired                                               prometheus.Gauge
+	enqueued, duplicate, fenced, missed, catchup, brokenCtr, paused prometheus.Counter
+	lastFired                                                       prometheus.Gauge
 }
 
 // New validates cfg and builds a Scheduler.
@@ -219,7 +227,7 @@ func New(cfg Config) (*Scheduler, error) {
 	m.now = cfg.Clock.Now
 	m.LeaseTTL.Set(lease.TTL.Seconds())
 	s := &Scheduler{cfg: cfg, lease: lease, metrics: m, clock: cfg.Clock,
-		log: cfg.Logger.With("replica", cfg.Replica)}
+		log: cfg.Logger.With("replica", cfg.Replica), ctlCheckEvery: time.Second}
 	for _, j := range cfg.Jobs {
 		if j.Prefer == "" {
 			j.Prefer = PreferMissed
@@ -241,7 +249,7 @@ func New(cfg Config) (*Scheduler, error) {
 			enqueued: m.EnqueuedTicks.WithLabelValues(j.Name), duplicate: m.DuplicateTicks.WithLabelValues(j.Name),
 			fenced: m.FencedTicks.WithLabelValues(j.Name), missed: m.MissedTicks.WithLabelValues(j.Name),
 			catchup: m.CatchupTicks.WithLabelValues(j.Name), lastFired: m.LastFiredSlot.WithLabelValues(j.Name),
-			brokenCtr: m.BrokenTicks.WithLabelValues(j.Name)}
+			brokenCtr: m.BrokenTicks.WithLabelValues(j.Name), paused: m.PausedTicks.WithLabelValues(j.Name)}
 		s.jobs = append(s.jobs, js)
 	}
 	e, err := NewElector(ElectorConfig{
@@ -280,6 +288,7 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 		return
 	}
 	defer s.endTerm()
+	s.loadControls(ctx, log, true)
 	now := SlotOf(s.storeNow())
 	h := make(jobHeap, 0, len(s.jobs))
 	for _, j := range s.jobs {
@@ -326,6 +335,7 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 		if !ld.Trusted() {
 			return
 		}
+		s.loadControls(ctx, log, false)
 		now := SlotOf(s.storeNow())
 		due = due[:0]
 		for len(h) > 0 && h[0].next != noSlot && h[0].next <= now {
@@ -385,18 +395,18 @@ func (s *Scheduler) loadCursors(ctx context.Context, ld *Leadership, log *slog.L
 		var whole *DamageError
 		switch {
 		case err == nil:
-			s.elector.health.clear(StateLastFired)
+			s.elector.health.clear(StateClaim)
 			return last, nil, true
 		case last != nil && errors.Is(err, ErrDamaged):
 			// Some jobs' slots are damaged: the others start normally.
-			s.elector.health.clear(StateLastFired)
+			s.elector.health.clear(StateClaim)
 			damaged := map[string]*DamageError{}
 			for _, d := range Damages(err) {
 				damaged[d.Job] = d
 			}
 			return last, damaged, true
 		case errors.As(err, &whole):
-			s.elector.health.set(StateLastFired, whole)
+			s.elector.health.set(StateClaim, whole)
 			wait = min(max(2*wait, time.Second), maxDamageBackoff)
 		case ctx.Err() != nil:
 		default:
@@ -413,6 +423,49 @@ func (s *Scheduler) loadCursors(ctx context.Context, ld *Leadership, log *slog.L
 		case <-t.Chan():
 		}
 	}
+}
+
+// loadControls refreshes the leader's copy of the pause controls: at the
+// start of a term, and then when their version changed, checked at most
+// every ctlCheckEvery. Failing to read them is not fatal: the store still
+// refuses paused slots; only the accounting of skipped slots may then
+// count a paused slot as missed.
+func (s *Scheduler) loadControls(ctx context.Context, log *slog.Logger, force bool) {
+	now := s.clock.Now()
+	if !force && now.Sub(s.ctlCheckedAt) < s.ctlCheckEvery {
+		return
+	}
+	s.ctlCheckedAt = now
+	if !force {
+		v, err := s.cfg.Backend.ControlsVersion(ctx)
+		if err != nil || v == s.ctlVersion {
+			return
+		}
+	}
+	ctl, v, err := s.cfg.Backend.Controls(ctx)
+	if err != nil && ctl == nil {
+		if ctx.Err() == nil {
+			log.Warn("reading the pause controls failed; the store still refuses paused slots", "err", err)
+		}
+		return
+	}
+	s.controls, s.ctlVersion = ctl, v
+}
+
+// pausedSlots counts j's slots in (a, b] that fall in a pause interval.
+func pausedSlots(sch Schedule, ctl JobControl, a, b Slot) int64 {
+	var n int64
+	for _, p := range ctl.Intervals {
+		lo := max(a, SlotOf(p.Since)-1)
+		hi := b
+		if !p.Until.IsZero() {
+			hi = min(b, SlotOf(p.Until)-1)
+		}
+		if hi > lo {
+			n += countSlots(sch, lo, hi, maxCount)
+		}
+	}
+	return n
 }
 
 // markBroken records that the store refused j's ticks because of d:
@@ -475,6 +528,13 @@ func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger, ticks []Tick) 
 		end = slots[0] - 1
 	}
 	if skipped := countSlots(j.Schedule, c, end, maxCount); skipped > 0 {
+		// Slots of a pause interval are paused, not missed.
+		if ctl, ok := s.controls[j.Name]; ok {
+			if p := pausedSlots(j.Schedule, ctl, c, end); p > 0 {
+				j.paused.Add(float64(p))
+				skipped -= p
+			}
+		}
 		j.missed.Add(float64(skipped))
 		lastSkipped := prevSlotBefore(j.Schedule, c, end+1)
 		attrs := []any{"job", j.Name, "prefer", string(j.Prefer), "from", nextSlot(j.Schedule, c).String(),
@@ -482,7 +542,9 @@ func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger, ticks []Tick) 
 		if skipped >= maxCount {
 			attrs = append(attrs, "skipped_at_least", true)
 		}
-		log.Warn("gap: slots skipped", attrs...)
+		if skipped > 0 {
+			log.Warn("gap: slots skipped", attrs...)
+		}
 		// Accounted for: the next wake-up waits for the next slot.
 		j.cursor = max(j.cursor, lastSkipped)
 	}
@@ -597,7 +659,7 @@ func (s *Scheduler) claim(ctx context.Context, ld *Leadership, ticks []Tick, own
 			// written. Said once; the jobs retry with a backoff.
 			var d *DamageError
 			if errors.As(c.err, &d) {
-				s.elector.health.set(StateLastFired, d)
+				s.elector.health.set(StateClaim, d)
 			}
 			for _, j := range c.owners {
 				j.retry = true
@@ -606,7 +668,7 @@ func (s *Scheduler) claim(ctx context.Context, ld *Leadership, ticks []Tick, own
 			// Given up: the lease is no longer trusted. The next leader
 			// continues from the store's last-fired slots.
 		default:
-			s.elector.health.clear(StateLastFired)
+			s.elector.health.clear(StateClaim)
 			if s.account(ld, c, log) {
 				early = true
 			}
@@ -639,6 +701,9 @@ func (s *Scheduler) account(ld *Leadership, c *claimCall, log *slog.Logger) (ear
 			j.duplicate.Inc()
 			log.Warn("duplicate tick refused by the store", "job", t.Job, "slot", t.Slot.String())
 			j.cursor = max(j.cursor, t.Slot)
+		case Paused:
+			j.paused.Inc()
+			j.cursor = max(j.cursor, t.Slot)
 		case Early:
 			early = true
 			log.Warn("store refused an early tick: this replica's clock runs ahead of the store's",
@@ -654,7 +719,7 @@ func (s *Scheduler) account(ld *Leadership, c *claimCall, log *slog.Logger) (ear
 				j.brokenCtr.Inc()
 			}
 		}
-		if res.Outcomes[i] == Claimed || res.Outcomes[i] == Duplicate {
+		if o := res.Outcomes[i]; o == Claimed || o == Duplicate || o == Paused {
 			s.repaired(j, log)
 		}
 	}

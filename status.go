@@ -18,6 +18,9 @@ type Status struct {
 	// the store is healthy). Everything else in the status is what could
 	// still be read.
 	Damage []*DamageError `json:"damage"`
+	// Controls are the most recent controls (pause, resume, trigger,
+	// backfill), newest first.
+	Controls []ControlRecord `json:"controls"`
 }
 
 // LeaderView is the current lease.
@@ -43,6 +46,15 @@ type JobStatus struct {
 	// Damage is damaged state of this job (its stream, its last-fired
 	// slot): the store refuses its ticks until it is repaired.
 	Damage []*DamageError `json:"damage,omitempty"`
+	// Paused is set while the job is paused: since when, by whom, why.
+	Paused *PauseView `json:"paused,omitempty"`
+}
+
+// PauseView is a paused job's pause.
+type PauseView struct {
+	Since  time.Time `json:"since"`
+	Who    string    `json:"who"`
+	Reason string    `json:"reason,omitempty"`
 }
 
 // GapTolerance is how late a slot may be before Status reports it as a gap:
@@ -104,6 +116,16 @@ func ReadStatus(ctx context.Context, b Backend, jobs []Job, history int) (*Statu
 	if err = damaged(err); err != nil {
 		return nil, err
 	}
+	ctl, _, err := b.Controls(ctx)
+	if err = damaged(err); err != nil {
+		return nil, err
+	}
+	if st.Controls, err = b.ControlLog(ctx, history); damaged(err) != nil {
+		return nil, err
+	}
+	if st.Controls == nil {
+		st.Controls = []ControlRecord{}
+	}
 	found, err := b.Inspect(ctx, streams)
 	if err != nil {
 		return nil, err
@@ -130,7 +152,11 @@ func ReadStatus(ctx context.Context, b Backend, jobs []Job, history int) (*Statu
 			js.LastFired = &l
 			from = max(l, nowSlot)
 			due := nowSlot - Slot(GapTolerance.Milliseconds())
-			if n := countSlots(j.Schedule, l, due, maxCount); n > 0 {
+			n := countSlots(j.Schedule, l, due, maxCount)
+			if c, ok := ctl[j.Name]; ok && n > 0 {
+				n -= pausedSlots(j.Schedule, c, l, due) // paused is not missed
+			}
+			if n > 0 {
 				js.Gap = n
 				first := nextSlot(j.Schedule, l)
 				lastMissed := prevSlotBefore(j.Schedule, l, due+1)
@@ -139,6 +165,9 @@ func ReadStatus(ctx context.Context, b Backend, jobs []Job, history int) (*Statu
 		}
 		if n := nextSlot(j.Schedule, from); n != noSlot {
 			js.Next = &n
+		}
+		if c, ok := ctl[j.Name]; ok && c.Paused {
+			js.Paused = &PauseView{Since: c.Intervals[len(c.Intervals)-1].Since, Who: c.Actor.Who, Reason: c.Actor.Reason}
 		}
 		st.Jobs = append(st.Jobs, js)
 	}

@@ -125,10 +125,29 @@ type Tick struct {
 	// "slot after last fired" rule and does not move the last-fired slot,
 	// relying only on the per-tick record for deduplication.
 	OutOfOrder bool
+	// Key is a trigger's idempotency key: its identity is
+	// "job:trigger:key", whatever its slot, so it cannot be confused with a
+	// scheduled slot and a retried trigger request is recognised.
+	Key string
 }
 
 // ID is the tick's identity.
-func (t Tick) ID() string { return TickID(t.Job, t.Slot) }
+func (t Tick) ID() string {
+	if t.Key != "" {
+		return TriggerID(t.Job, t.Key)
+	}
+	return TickID(t.Job, t.Slot)
+}
+
+// TriggerID is the identity of job's trigger with idempotency key.
+func TriggerID(job, key string) string { return job + ":trigger:" + key }
+
+// Kind of a tick in a stream entry's "kind" field: absent for a scheduled
+// slot.
+const (
+	KindTrigger  = "trigger"
+	KindBackfill = "backfill"
+)
 
 // Outcome is what the store said about one tick of a claim.
 type Outcome int
@@ -147,6 +166,10 @@ const (
 	// was written for it. ClaimResult.Damaged says which key and why. The
 	// other ticks of the claim are unaffected.
 	Broken
+	// Paused: the job is paused at this slot; the slot is recorded as
+	// accounted for (the job's last-fired slot moves to it) and is never
+	// caught up.
+	Paused
 )
 
 func (o Outcome) String() string {
@@ -159,6 +182,8 @@ func (o Outcome) String() string {
 		return "early"
 	case Broken:
 		return "broken"
+	case Paused:
+		return "paused"
 	}
 	return "unknown"
 }
@@ -182,4 +207,7 @@ type TickRecord struct {
 	Epoch   Epoch  `json:"epoch"`
 	Replica string `json:"replica"`
 	Payload string `json:"payload"`
+	// Kind is "trigger" or "backfill" for a manual tick, empty for a
+	// scheduled slot.
+	Kind string `json:"kind,omitempty"`
 }

@@ -77,6 +77,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"ClockSkew", testClockSkew},
 	}
 	tests = append(tests, damageTests...)
+	tests = append(tests, controlTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h, fresh(t, h)) })
 	}

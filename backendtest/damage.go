@@ -29,6 +29,8 @@ const (
 	LastFieldGarbage                          // one job's last-fired slot (Damage.Job) does not parse
 	StreamWrongType                           // a job's stream (Damage.Stream) holds another type
 	RecordsWrongType                          // the tick records of Damage.Slot hold another type
+	PausedWrongType                           // the pause controls as a whole hold another type
+	PausedFieldGarbage                        // one job's (Damage.Job) pause intervals do not parse
 )
 
 var damageNames = map[DamageKind]string{
@@ -37,6 +39,7 @@ var damageNames = map[DamageKind]string{
 	HistoryGarbageEntry: "HistoryGarbageEntry", HistoryWrongType: "HistoryWrongType", HistoryDeleted: "HistoryDeleted",
 	LastWrongType: "LastWrongType", LastDeleted: "LastDeleted", LastFieldGarbage: "LastFieldGarbage",
 	StreamWrongType: "StreamWrongType", RecordsWrongType: "RecordsWrongType",
+	PausedWrongType: "PausedWrongType", PausedFieldGarbage: "PausedFieldGarbage",
 }
 
 func (k DamageKind) String() string {

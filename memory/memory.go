@@ -52,6 +52,7 @@ type Backend struct {
 	// Damage, injected by Damage (a test hook) as an operator's mistake
 	// would damage the keys of a Redis store.
 	dmg damage
+	ctl controls
 }
 
 // entry is one history entry: a term, or garbage.
@@ -317,12 +318,20 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 			res.Outcomes[i] = onetick.Early
 		case seen && rec.token == token:
 			res.Outcomes[i] = onetick.Claimed // a retry of this term's own claim
+		case seen && rec.token == token+"|p":
+			res.Outcomes[i] = onetick.Paused // a retry of this term's paused answer
 		case seen:
 			res.Outcomes[i] = onetick.Duplicate
 		case !t.OutOfOrder && b.dmg.lastJob[t.Job] != nil:
 			broken(i, b.dmg.lastJob[t.Job])
 		case !t.OutOfOrder && hasLast && t.Slot <= last:
 			res.Outcomes[i] = onetick.Duplicate
+		case !t.OutOfOrder && b.pausedLocked(t.Job, t.Slot):
+			// Accounted for, never appended; the record lets a retry of
+			// this claim answer paused again.
+			b.ticks[id] = tickRecord{token: token + "|p", expires: now.Add(t.Retention)}
+			b.last[t.Job] = t.Slot
+			res.Outcomes[i] = onetick.Paused
 		case b.dmg.stream[t.Stream] != nil:
 			broken(i, b.dmg.stream[t.Stream])
 		default:
@@ -330,19 +339,29 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 			if !t.OutOfOrder {
 				b.last[t.Job] = t.Slot
 			}
-			b.seq++
-			s := append(b.streams[t.Stream], onetick.TickRecord{
-				ID:  strconv.FormatInt(now.UnixMilli(), 10) + "-" + strconv.FormatInt(b.seq, 10),
-				Job: t.Job, Slot: t.Slot, Tick: id, Epoch: l.Epoch, Replica: l.Holder, Payload: t.Payload,
-			})
-			if t.MaxLen > 0 && int64(len(s)) > t.MaxLen {
-				s = append([]onetick.TickRecord(nil), s[int64(len(s))-t.MaxLen:]...)
-			}
-			b.streams[t.Stream] = s
+			b.appendLocked(now, t, id, onetick.TickRecord{Epoch: l.Epoch, Replica: l.Holder})
 			res.Outcomes[i] = onetick.Claimed
 		}
 	}
+	for _, t := range ticks {
+		if last, ok := b.last[t.Job]; ok && b.dmg.lastJob[t.Job] == nil {
+			b.dropPassedLocked(t.Job, last)
+		}
+	}
 	return res, nil
+}
+
+// appendLocked appends tick t (identity id) to its stream; r carries the
+// epoch, replica and kind of the entry.
+func (b *Backend) appendLocked(now time.Time, t onetick.Tick, id string, r onetick.TickRecord) {
+	b.seq++
+	r.ID = strconv.FormatInt(now.UnixMilli(), 10) + "-" + strconv.FormatInt(b.seq, 10)
+	r.Job, r.Slot, r.Tick, r.Payload = t.Job, t.Slot, id, t.Payload
+	s := append(b.streams[t.Stream], r)
+	if t.MaxLen > 0 && int64(len(s)) > t.MaxLen {
+		s = append([]onetick.TickRecord(nil), s[int64(len(s))-t.MaxLen:]...)
+	}
+	b.streams[t.Stream] = s
 }
 
 // LastFired implements onetick.Claimer.

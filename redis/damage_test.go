@@ -74,6 +74,10 @@ func damage(t *testing.T, b *redis.Backend, d backendtest.Damage) {
 		err = c.Set(ctx, d.Stream, "not a stream", 0).Err()
 	case backendtest.RecordsWrongType:
 		wrongType(p + ":ticks:" + strconv.FormatInt(int64(d.Slot)/60000, 10))
+	case backendtest.PausedWrongType:
+		wrongType(p + ":paused")
+	case backendtest.PausedFieldGarbage:
+		err = c.HSet(ctx, p+":paused", d.Job, "garbage").Err()
 	default:
 		t.Fatalf("unknown damage %v", d.Kind)
 	}
@@ -126,5 +130,11 @@ func fix(t *testing.T, b *redis.Backend, d backendtest.Damage) {
 		restore(d.Stream)
 	case backendtest.RecordsWrongType:
 		restore(p + ":ticks:" + strconv.FormatInt(int64(d.Slot)/60000, 10))
+	case backendtest.PausedWrongType:
+		restore(p + ":paused")
+	case backendtest.PausedFieldGarbage:
+		if err := c.HDel(ctx, p+":paused", d.Job).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -44,6 +44,12 @@ func (b *Backend) Inspect(ctx context.Context, streams map[string]string) ([]*on
 			return nil, err
 		}
 	}
+	if _, _, err := b.Controls(ctx); add(err) != nil {
+		return nil, err
+	}
+	if _, err := b.ControlLog(ctx, 1000); add(err) != nil {
+		return nil, err
+	}
 	if err := b.inspectBuckets(ctx); add(err) != nil {
 		return nil, err
 	}
@@ -170,9 +176,9 @@ func (b *Backend) Repair(ctx context.Context, d *onetick.DamageError, confirmed 
 			return "", fmt.Errorf("%w without confirmation: %s has a lease value without expiry; wait one lease TTL to confirm no live leader renews it, then repair with confirmation", onetick.ErrNotRepairable, d.Key)
 		}
 		args = []any{"noexpiry", d.Value}
-	case d.Key == b.last && d.Field != "":
+	case (d.Key == b.last || d.Key == b.paused || d.Key == b.control) && d.Field != "":
 		args = []any{"field", d.Field, d.Value}
-	case d.Key == b.terms && d.Field != "":
+	case (d.Key == b.terms || d.Key == b.log) && d.Field != "":
 		args = []any{"entry", d.Value}
 	case d.Kind == onetick.DamageValue:
 		args = []any{"value", d.Value}
@@ -191,12 +197,15 @@ func (b *Backend) Repair(ctx context.Context, d *onetick.DamageError, confirmed 
 
 func (b *Backend) expectedType(key string) string {
 	switch key {
-	case b.leader, b.epoch:
+	case b.leader, b.epoch, b.version:
 		return "string"
-	case b.terms:
+	case b.terms, b.log:
 		return "list"
 	}
-	return "hash" // last-fired, tick-record buckets
+	if strings.HasPrefix(key, b.opts.Prefix+":trigger:") {
+		return "string"
+	}
+	return "hash" // last-fired, pause intervals, control info, tick-record buckets
 }
 
 func keyOf(d *onetick.DamageError) string {

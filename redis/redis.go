@@ -58,6 +58,9 @@ type Backend struct {
 	terms  string
 	last   string
 	chann  string
+	// Controls: pause intervals and who paused (hashes by job), the
+	// control log (list) and its version (integer).
+	paused, control, log, version string
 }
 
 var _ onetick.Backend = (*Backend)(nil)
@@ -81,7 +84,8 @@ func New(c goredis.UniversalClient, opts Options) *Backend {
 	p := opts.Prefix
 	return &Backend{c: c, db: db, opts: opts,
 		leader: p + ":leader", epoch: p + ":epoch", terms: p + ":terms",
-		last: p + ":last", chann: p + ":released"}
+		last: p + ":last", chann: p + ":released",
+		paused: p + ":paused", control: p + ":control", log: p + ":controls", version: p + ":controls:version"}
 }
 
 // Open connects to the Redis at url (redis:// or rediss:// for TLS, with
@@ -169,10 +173,10 @@ func (b *Backend) noteOf(x any) *onetick.DamageError {
 // owned reports whether key is one of onetick's own keys (not a stream).
 func (b *Backend) owned(key string) bool {
 	switch key {
-	case b.leader, b.epoch, b.terms, b.last:
+	case b.leader, b.epoch, b.terms, b.last, b.paused, b.control, b.log, b.version:
 		return true
 	}
-	return strings.HasPrefix(key, b.opts.Prefix+":ticks:")
+	return strings.HasPrefix(key, b.opts.Prefix+":ticks:") || strings.HasPrefix(key, b.opts.Prefix+":trigger:")
 }
 
 // Acquire implements onetick.Leaser.
@@ -310,7 +314,7 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 		p.str(t.Stream)
 		p.bool(t.OutOfOrder)
 	}
-	v, err := claimScript.Run(ctx, b.c, []string{b.leader, b.last, b.terms},
+	v, err := claimScript.Run(ctx, b.c, []string{b.leader, b.last, b.terms, b.paused},
 		l.Token(), b.opts.ClockTolerance.Milliseconds(), int64(l.Epoch), l.Holder, b.opts.Prefix+":ticks:", p.b).Slice()
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "FENCED") {
@@ -326,30 +330,7 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 	if len(outs) != len(ticks) {
 		return onetick.ClaimResult{}, fmt.Errorf("redis: claim returned %d outcomes for %d ticks", len(outs), len(ticks))
 	}
-	res := onetick.ClaimResult{StoreTime: msTime(now), Outcomes: make([]onetick.Outcome, len(ticks))}
-	dmg, _ := v[2].([]any)
-	brk, _ := v[3].([]any)
-	nb := 0
-	for i := range outs {
-		res.Outcomes[i] = onetick.Outcome(outs[i] - '0')
-		if res.Outcomes[i] != onetick.Broken {
-			continue
-		}
-		if res.Damaged == nil {
-			res.Damaged = map[int]*onetick.DamageError{}
-		}
-		d := &onetick.DamageError{Reason: "damaged state (no detail)"}
-		if nb < len(brk) {
-			if k, ok := brk[nb].(int64); ok && k >= 1 && int(5*k) <= len(dmg) {
-				field, _ := dmg[5*k-4].(string)
-				d = b.damageAt([]any{dmg[5*k-5], dmg[5*k-3], dmg[5*k-2], dmg[5*k-1]}, 0, field)
-			}
-		}
-		nb++
-		d.Job = ticks[i].Job
-		res.Damaged[i] = d
-	}
-	return res, nil
+	return b.result(now, outs, v[2], v[3], ticks), nil
 }
 
 // LastFired implements onetick.Claimer.
@@ -487,5 +468,5 @@ func recordOf(m goredis.XMessage) onetick.TickRecord {
 	slot, _ := strconv.ParseInt(str("slot"), 10, 64)
 	epoch, _ := strconv.ParseInt(str("epoch"), 10, 64)
 	return onetick.TickRecord{ID: m.ID, Job: str("job"), Slot: onetick.Slot(slot), Tick: str("tick"),
-		Epoch: onetick.Epoch(epoch), Replica: str("replica"), Payload: str("payload")}
+		Epoch: onetick.Epoch(epoch), Replica: str("replica"), Payload: str("payload"), Kind: str("kind")}
 }

@@ -175,7 +175,8 @@ return {v, redis.call('PTTL', KEYS[1])}
 
 // claimScript claims a batch of ticks atomically.
 //
-// KEYS: leader, last-fired hash, terms. ARGV: token, tolerance ms, epoch,
+// KEYS: leader, last-fired hash, terms, pause intervals. ARGV: token,
+// tolerance ms, epoch,
 // holder, tick-record key prefix, and the batch as MessagePack: an array of
 // 8 values per tick: job, slot (integer), tick id, payload, retention ms
 // (integer), maxlen (decimal string), stream, out-of-order (bool). Lua
@@ -202,7 +203,9 @@ return {v, redis.call('PTTL', KEYS[1])}
 // slot is damaged; 2 (duplicate) when an in-order tick's slot is not after
 // the job's last-fired slot, or its tick record exists, unless this same
 // term wrote the record, which makes a retried claim answer 1 without
-// appending again; otherwise the entry is appended and the answer is 1. An
+// appending again; 5 (paused) when an in-order tick's slot falls in one of
+// its job's pause intervals: its last-fired slot moves, nothing is
+// appended; otherwise the entry is appended and the answer is 1. An
 // append that fails (its stream holds another type) makes that tick 4 and
 // writes nothing for it, except that a failure before the script's first
 // write (out of memory) fails the whole claim, still having written
@@ -213,7 +216,7 @@ return {v, redis.call('PTTL', KEYS[1])}
 // flat list of (key, field, reason, kind, value), and for each broken tick
 // in order the number of its damage}, or {-1, key, reason, kind, value}
 // when the last-fired hash is damaged (nothing written).
-var claimScript = goredis.NewScript(luaPrelude + `
+var claimScript = goredis.NewScript(luaPrelude + luaIntervals + `
 local token = ARGV[1]
 local cur = try('GET', KEYS[1])
 if cur ~= token then
@@ -251,7 +254,7 @@ end
 -- Read, a thousand at a time, the last-fired slot of every job and the
 -- record of every tick in the batch. (Counters instead of the # operator:
 -- it is a binary search in Lua 5.1, and this loop runs per tick.)
-local last, rec, badJob = {}, {}, {}
+local last, rec, badJob, piv = {}, {}, {}, {}
 local jobs, nj, seenJob = {}, 0, {}
 local buckets = {}    -- bucket number -> {key, fields, nf, new, nn, expire, bad}
 local order, no = {}, 0
@@ -261,9 +264,27 @@ local lastErr
 local function readLast()
   local v, err = try('HMGET', KEYS[2], unpack(jobs, 1, nj))
   if err then
-    lastErr = wrongtype(KEYS[2], 'a hash')
+    lastErr = {KEYS[2], wrongtype(KEYS[2], 'a hash')}
     nj = 0
     return
+  end
+  local pv
+  pv, err = try('HMGET', KEYS[4], unpack(jobs, 1, nj))
+  if err then
+    lastErr = {KEYS[4], wrongtype(KEYS[4], 'a hash')}
+    nj = 0
+    return
+  end
+  for k = 1, nj do
+    local x = pv[k]
+    if x then
+      local iv = parse_iv(x)
+      if iv then
+        piv[jobs[k]] = iv
+      else
+        badJob[jobs[k]] = damage(KEYS[4], jobs[k], 'pause intervals ' .. show(x) .. ' do not parse', 'value', x)
+      end
+    end
   end
   for k = 1, nj do
     local x = v[k]
@@ -271,7 +292,7 @@ local function readLast()
       last[jobs[k]] = -1
     elseif isint(x) then
       last[jobs[k]] = tonumber(x)
-    else
+    elseif not badJob[jobs[k]] then
       badJob[jobs[k]] = damage(KEYS[2], jobs[k], 'last-fired slot ' .. show(x) .. ' is not an integer (Unix ms)', 'value', x)
     end
   end
@@ -318,7 +339,7 @@ for i = 1, #d, 8 do
   if nf == 1000 then readRecords(bk) end
 end
 if nj > 0 then readLast() end
-if lastErr then return {-1, KEYS[2], lastErr, 'type', ''} end
+if lastErr then return {-1, lastErr[1], lastErr[2], 'type', ''} end
 for k = 1, no do
   if order[k].nf > 0 then readRecords(order[k]) end
   order[k].fields = nil
@@ -348,11 +369,24 @@ for i = 1, #d, 8 do
   elseif bk.bad then
     res = broken(bk.bad)
   elseif r then
-    if r == token then res = '1' else res = '2' end
+    if r == token then res = '1' elseif r == token .. '|p' then res = '5' else res = '2' end
   elseif (not ooo) and badJob[job] then
     res = broken(badJob[job])
   elseif (not ooo) and slot <= last[job] then
     res = '2'
+  elseif (not ooo) and piv[job] and in_iv(piv[job], slot) then
+    -- Paused: accounted for (last-fired moves) but not appended; the
+    -- record lets a retry of this claim answer paused again.
+    rec[id] = token .. '|p'
+    local nn = bk.nn
+    bk.new[nn + 1] = id
+    bk.new[nn + 2] = token .. '|p'
+    bk.nn = nn + 2
+    last[job] = slot
+    moved[nm + 1] = job
+    moved[nm + 2] = slot
+    nm = nm + 2
+    res = '5'
   elseif streamBad[stream] then
     res = broken(streamBad[stream])
   else
@@ -412,6 +446,20 @@ for k = 1, no do
   end
 end
 hset(KEYS[2], moved, nm)
+-- Drop the pause intervals that no future in-order slot can fall in.
+for job, iv in pairs(piv) do
+  local kept, n = {}, 0
+  local l = last[job] or -1
+  for _, p in ipairs(iv) do
+    if (not p[2]) or l < p[2] - 1 then
+      n = n + 1
+      kept[n] = p
+    end
+  end
+  if n < #iv then
+    if n == 0 then redis.call('HDEL', KEYS[4], job) else redis.call('HSET', KEYS[4], job, fmt_iv(kept)) end
+  end
+end
 return {now, table.concat(out), dmg, brk}
 `)
 
