@@ -39,7 +39,7 @@ func TestDifferential(t *testing.T) {
 		}
 		for _, rg := range ranges {
 			a, b := mustTime(t, rg[0]), mustTime(t, rg[1])
-			want := refSlots(r, loc, a, b)
+			want := refSlots(r, loc, a, b, 0)
 			var got []time.Time
 			for x := range s.Slots(a, b) {
 				got = append(got, x)

@@ -301,6 +301,18 @@ func (r *refSched) element(i int, f refField, e, name string, hashes *int) error
 	return nil
 }
 
+// values lists the values of field (0 second .. 5 day-of-week, where 7 is
+// folded into 0).
+func (r *refSched) values(field int) []int {
+	var out []int
+	for v, ok := range r.sets[field] {
+		if ok && !(field == 5 && v == 7) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 func (r *refSched) dayMatch(t time.Time) bool {
 	day := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
 	if !day.Equal(r.cachedDay) {
@@ -338,13 +350,14 @@ func refWall(x time.Time, loc *time.Location) time.Time {
 // six fields; a and b must be whole steps) and applies doc.go's rule
 // literally: an instant fires when the wall clock reaches, for the first
 // time, a matching wall time, whether it shows it exactly or skips it in a
-// gap. m is the latest wall time shown so far.
+// gap. m is the latest wall time shown so far. It stops after limit slots
+// if limit > 0.
 //
 // So that years can be walked, the rest of a wall day that does not match
 // is skipped: straight to its last step when the zone's offset is the same
 // there (the wall clock then advances with real time), else to two hours
 // before its end (no zone used here moves its clock by more than that).
-func refSlots(r *refSched, loc *time.Location, a, b time.Time) []time.Time {
+func refSlots(r *refSched, loc *time.Location, a, b time.Time, limit int) []time.Time {
 	step := time.Minute
 	if r.seconds {
 		step = time.Second
@@ -354,9 +367,9 @@ func refSlots(r *refSched, loc *time.Location, a, b time.Time) []time.Time {
 		return off
 	}
 	var out []time.Time
-	x := a.Add(-3 * time.Hour) // the walk up to a establishes m
+	x := a.Add(-90 * time.Minute) // the walk up to a establishes m; overlaps last an hour at most
 	m := refWall(x, loc)
-	for x.Before(b) {
+	for x.Before(b) && (limit <= 0 || len(out) < limit) {
 		x = x.Add(step)
 		w := refWall(x, loc)
 		if !w.After(m) {
