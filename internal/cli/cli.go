@@ -106,7 +106,7 @@ Usage:
   onetick run --config FILE [--listen ADDR] [--replica ID] [--redis URL] [--log-format text|json]
   onetick status --config FILE [--json] [--redis URL]
   onetick validate --config FILE
-  onetick next EXPR [--tz ZONE] [--from RFC3339] [-n N]
+  onetick next EXPR [--tz ZONE] [--from RFC3339] [-n N] [--job NAME]
   onetick demo [--seconds N]
   onetick version
 
