@@ -34,6 +34,7 @@ build:
 
 fuzz:
 	$(GO) test -run xxx -fuzz FuzzParse -fuzztime 60s ./cron/
+	$(GO) test -run xxx -fuzz FuzzReference -fuzztime 60s ./cron/
 	$(GO) test -run xxx -fuzz FuzzParse -fuzztime 60s ./config/
 
 # Go benchmarks of the engine, then the side-by-side harness (its own module).

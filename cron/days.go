@@ -98,6 +98,18 @@ func classifyDayForm(u string, b bounds) int {
 	return notDayForm
 }
 
+// hasDayLetter is a quick test for the elements that may be day forms
+// (strings.ContainsAny builds a set on each call).
+func hasDayLetter(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case 'L', 'l', 'W', 'w', '#':
+			return true
+		}
+	}
+	return false
+}
+
 // asciiUpper upper-cases ASCII letters only: strings.ToUpper would turn
 // "ſun" into "SUN", which the month and weekday names must not match.
 func asciiUpper(s string) string {
@@ -128,7 +140,7 @@ func isDigits(s string) bool {
 // dayForm parses elem if it is one of the L, W or # forms, recording it in
 // m. ok reports whether it was; msg is then "" or why elem is invalid here.
 func dayForm(elem string, b bounds, m *monthDays) (ok bool, msg string) {
-	if !strings.ContainsAny(elem, "LlWw#") {
+	if !hasDayLetter(elem) {
 		return false, ""
 	}
 	u := asciiUpper(elem)
