@@ -34,6 +34,7 @@ build:
 
 fuzz:
 	$(GO) test -run xxx -fuzz FuzzParse -fuzztime 60s ./cron/
+	$(GO) test -run xxx -fuzz FuzzReference -fuzztime 60s ./cron/
 	$(GO) test -run xxx -fuzz FuzzParse -fuzztime 60s ./config/
 	$(GO) test -run xxx -fuzz FuzzClaimDamage -fuzztime 60s ./memory/
 	$(GO) test -run xxx -fuzz FuzzClaimDamage -fuzztime 60s ./redis/

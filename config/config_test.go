@@ -408,3 +408,33 @@ func TestManyJobs(t *testing.T) {
 		t.Fatalf("got %d jobs, last %+v", len(f.Jobs), f.Jobs[n-1])
 	}
 }
+
+// H is hashed from each job's name: one expression lands at different
+// times for different jobs (the values of package cron's documented
+// example), and validation runs for the job's own values.
+func TestHashedSchedules(t *testing.T) {
+	text := `jobs:
+  - name: billing
+    schedule: "H H * * *"
+    timezone: Europe/Berlin
+  - name: nightly-billing
+    schedule: "H H * * *"
+    timezone: Europe/Berlin
+  - name: report
+    schedule: "0 18 * * 5L"
+`
+	jobs, err := mustParse(t, text, noEnv).OneTickJobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, want := range []string{
+		"2026-01-01T07:50:00Z", // 08:50 CET
+		"2026-01-01T13:05:00Z", // 14:05 CET
+		"2026-01-30T18:00:00Z", // the last Friday
+	} {
+		if got := jobs[i].Schedule.Next(from).Format(time.RFC3339); got != want {
+			t.Errorf("%s: Next = %s, want %s", jobs[i].Name, got, want)
+		}
+	}
+}

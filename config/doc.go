@@ -52,9 +52,11 @@
 // such as 15 is an error (only 0 is accepted without a unit).
 //
 // The schedule is a cron expression or descriptor as documented in package
-// cron ("0 2 * * *", "*/15 * * * * *", "@daily", "@every 1h +15m"). Quote
-// it: a YAML value may not start with @ or *. Cron fields are matched in the
-// job's timezone.
+// cron ("0 2 * * *", "*/15 * * * * *", "@daily", "@every 1h +15m",
+// "H H * * *", "0 18 * * 5L"). Quote it: a YAML value may not start with @
+// or *. Cron fields are matched in the job's timezone. H is hashed from the
+// job's name, so jobs with the same schedule spread out, and renaming a job
+// moves its H values.
 //
 // The payload may be any YAML value. It is converted to compact JSON with
 // mapping keys in file order; mapping keys must be strings, and .inf and

@@ -58,6 +58,13 @@ var errCases = []errCase{
 		want: []want{{5, "jobs[1] (nightly).schedule", `cron: "0 0 30 2 *": day-of-month: `}}},
 	{name: "bad cron field", yaml: "jobs:\n  - name: a\n    schedule: '61 * * * *'\n",
 		want: []want{{3, "jobs[0] (a).schedule", `cron: "61 * * * *": minute: `}}},
+	{name: "bad H", yaml: "jobs:\n  - name: a\n    schedule: 'H(30-20) * * * *'\n",
+		want: []want{{3, "jobs[0] (a).schedule", `cron: "H(30-20) * * * *": minute: H(30-20): range reversed`}}},
+	{name: "W in day-of-week", yaml: "jobs:\n  - name: a\n    schedule: '0 0 * * 15W'\n",
+		want: []want{{3, "jobs[0] (a).schedule", "day-of-week: 15W: W is only allowed in day-of-month"}}},
+	// Without a name H cannot be hashed; the missing name is the one problem.
+	{name: "H without a name", yaml: "jobs:\n  - schedule: 'H H * * *'\n",
+		want: []want{{2, "jobs[0].name", "is required"}}},
 	{name: "unknown zone", yaml: "jobs:\n  - name: a\n    schedule: '@daily'\n    timezone: Mars/Olympus\n",
 		want: []want{{4, "jobs[0] (a).timezone", `unknown time zone "Mars/Olympus"`}}},
 	{name: "Local zone", yaml: "jobs:\n  - name: a\n    schedule: '@daily'\n    timezone: Local\n",

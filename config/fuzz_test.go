@@ -18,6 +18,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("jobs:\n  - &b\n    name: a\n    schedule: '0 2 * * *'\n    timezone: Europe/Berlin\n  - <<: *b\n    name: b\n    prefer: duplicate\n"))
 	f.Add([]byte("backend:\n  redis:\n    url: rediss://u:p@h:6380/1\n    tls:\n      ca_file: ca.pem\n"))
 	f.Add([]byte("lease: {ttl: 1s, renew: 300ms, safety_margin: 100ms}\nhttp: {listen: 'off'}\n"))
+	f.Add([]byte("jobs:\n  - name: a\n    schedule: 'H H(2-5) * * *'\n  - name: b\n    schedule: '0 18 L-2 * 5#3,5L'\n  - schedule: 'H * * * *'\n"))
 	for _, c := range errCases {
 		f.Add([]byte(c.yaml))
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -77,8 +78,11 @@ func (f *File) checkJobs(bad map[string]bool) Errors {
 		if ok("schedule") {
 			if strings.TrimSpace(j.Schedule) == "" {
 				add("schedule", "is required (for example \"0 2 * * *\" or \"@every 5m\")")
-			} else if _, err := cron.Parse(j.Schedule, loc); err != nil {
-				add("schedule", "%v", err)
+			} else if _, err := cron.ParseFor(j.Schedule, loc, j.Name); err != nil {
+				// H without a name: the missing name is reported already.
+				if !errors.Is(err, cron.ErrNoJobName) {
+					add("schedule", "%v", err)
+				}
 			}
 		}
 		if ok("prefer") {
@@ -110,7 +114,8 @@ func (f *File) checkJobs(bad map[string]bool) Errors {
 }
 
 // OneTickJobs converts the jobs to engine jobs, parsing each schedule with
-// cron.Parse in its zone. On a File from Parse or Load it does not fail.
+// cron.ParseFor in its zone and for its name (from which H is hashed). On a
+// File from Parse or Load it does not fail.
 func (f *File) OneTickJobs() ([]onetick.Job, error) {
 	if errs := f.checkJobs(nil); len(errs) > 0 {
 		return nil, errs
@@ -118,7 +123,7 @@ func (f *File) OneTickJobs() ([]onetick.Job, error) {
 	out := make([]onetick.Job, 0, len(f.Jobs))
 	for i, j := range f.Jobs {
 		loc, _ := loadZone(j.Timezone)
-		s, err := cron.Parse(j.Schedule, loc)
+		s, err := cron.ParseFor(j.Schedule, loc, j.Name)
 		if err != nil { // checked above; kept for safety
 			return nil, Errors{{File: f.Path, Line: f.line(fmt.Sprintf("jobs[%d].schedule", i), j.Line),
 				Field: label(i, j.Name) + ".schedule", Msg: err.Error(), err: err}}

@@ -17,6 +17,20 @@ func BenchmarkNextCron(b *testing.B) {
 	sink = t
 }
 
+// The day forms and H cost a per-day check only for expressions using them.
+func BenchmarkNextCronDayForms(b *testing.B) {
+	s, err := ParseFor("H H(8-17) L,15W * 5L", mustLoc(b, "Europe/Berlin"), "billing")
+	if err != nil {
+		b.Fatal(err)
+	}
+	t := time.Date(2026, 3, 29, 0, 0, 0, 0, time.UTC)
+	b.ReportAllocs()
+	for b.Loop() {
+		t = s.Next(t)
+	}
+	sink = t
+}
+
 func BenchmarkNextEvery(b *testing.B) {
 	s := mustParse(b, "@every 1m +15s", nil)
 	t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

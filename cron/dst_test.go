@@ -1,6 +1,7 @@
 package cron
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -147,6 +148,68 @@ func TestSlotsDSTDays(t *testing.T) {
 		}
 		if got := s.Count(a, b, math.MaxInt64); got != n {
 			t.Errorf("%s %q: Count %d != Slots %d", c.zone, c.expr, got, n)
+		}
+	}
+}
+
+// The L, W and # forms choose days; within a day the DST rules are those of
+// every cron expression. The 2026 transitions fall on such days: Berlin's
+// are the last Sundays of March and October, New York's the second Sunday
+// of March and the first of November, Lord Howe's the first Sundays of
+// October and April.
+func TestNextDSTDayForms(t *testing.T) {
+	const (
+		berlin = "Europe/Berlin"
+		ny     = "America/New_York"
+		lh     = "Australia/Lord_Howe"
+	)
+	runNextCases(t, []nextCase{
+		{"berlin gap last sunday", "0 30 2 * * 0L", berlin, "2026-03-28T12:00:00Z",
+			[]string{"2026-03-29T01:00:00Z", "2026-04-26T00:30:00Z"}},
+		{"berlin gap L-2", "30 2 L-2 3 *", berlin, "2026-03-28T12:00:00Z",
+			[]string{"2026-03-29T01:00:00Z", "2027-03-29T00:30:00Z"}},
+		{"berlin gap fifth sunday collapses", "*/15 2 * * 0#5", berlin, "2026-03-28T12:00:00Z",
+			[]string{"2026-03-29T01:00:00Z", "2026-05-31T00:00:00Z"}},
+		{"berlin overlap L-6 first occurrence", "30 2 L-6 10 *", berlin, "2026-10-24T12:00:00Z",
+			[]string{"2026-10-25T00:30:00Z", "2027-10-25T00:30:00Z"}},
+		{"berlin overlap last sunday no second pass", "*/20 2 * * 0L", berlin, "2026-10-24T12:00:00Z",
+			[]string{"2026-10-25T00:00:00Z", "2026-10-25T00:20:00Z", "2026-10-25T00:40:00Z", "2026-11-29T01:00:00Z"}},
+		{"new york gap second sunday", "30 2 * * 0#2", ny, "2026-03-01T12:00:00Z",
+			[]string{"2026-03-08T07:00:00Z", "2026-04-12T06:30:00Z"}},
+		{"new york overlap first sunday", "30 1 * 11 0#1", ny, "2026-10-31T12:00:00Z",
+			[]string{"2026-11-01T05:30:00Z", "2027-11-07T05:30:00Z"}},
+		{"new york overlap hourly L-29", "0 * L-29 11 *", ny, "2026-11-01T04:30:00Z",
+			[]string{"2026-11-01T05:00:00Z", "2026-11-01T07:00:00Z", "2026-11-01T08:00:00Z"}},
+		{"lord howe gap first sunday", "15 2 * * 0#1", lh, "2026-10-03T00:00:00Z",
+			[]string{"2026-10-03T15:30:00Z", "2026-10-31T15:15:00Z"}},
+		{"lord howe gap quarter hours L-27", "0,15,30,45 2 L-27 10 *", lh, "2026-10-03T00:00:00Z",
+			[]string{"2026-10-03T15:30:00Z", "2026-10-03T15:45:00Z", "2027-10-03T15:00:00Z"}},
+		{"lord howe overlap first sunday", "45 1 * 4 0#1", lh, "2026-04-04T00:00:00Z",
+			[]string{"2026-04-04T14:45:00Z", "2027-04-03T14:45:00Z"}},
+		{"lord howe 4W moves off the gap sunday", "45 1 4W 10 *", lh, "2026-10-01T00:00:00Z",
+			[]string{"2026-10-04T14:45:00Z"}},
+	})
+}
+
+// H chooses the minute; the hour is in the gap or the overlap.
+func TestNextDSTHash(t *testing.T) {
+	berlin := mustLoc(t, "Europe/Berlin")
+	for i := range 20 {
+		name := "job-" + string(rune('a'+i))
+		m := refSet(t, "H * * * *", name, 1)[0]
+		// The gap: whatever the minute, 03:00 CEST.
+		s := must(ParseFor("H 2 * * *", berlin, name))
+		if got := s.Next(mustTime(t, "2026-03-28T12:00:00Z")); !got.Equal(mustTime(t, "2026-03-29T01:00:00Z")) {
+			t.Errorf("%s: H 2 * * * on the spring-forward day: %v", name, got)
+		}
+		// The overlap: once, at the first 02:mm (CEST).
+		o := must(ParseFor("H 2 25 10 *", berlin, name))
+		want := []string{
+			time.Date(2026, 10, 25, 0, m, 0, 0, time.UTC).Format(time.RFC3339),
+			time.Date(2027, 10, 25, 0, m, 0, 0, time.UTC).Format(time.RFC3339),
+		}
+		if got := nextN(o, mustTime(t, "2026-10-24T12:00:00Z"), 2); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: H 2 25 10 * on the fall-back day: %v, want %v", name, got, want)
 		}
 	}
 }

@@ -13,6 +13,8 @@ type ParseError struct {
 	Expr  string
 	Field string
 	Msg   string
+
+	err error // cause for errors.Is, such as ErrNoJobName
 }
 
 // Error implements error. The message always names the field, for example
@@ -20,6 +22,9 @@ type ParseError struct {
 func (e *ParseError) Error() string {
 	return "cron: " + strconv.Quote(e.Expr) + ": " + e.Field + ": " + e.Msg
 }
+
+// Unwrap returns the cause, if the error has one (ErrNoJobName).
+func (e *ParseError) Unwrap() error { return e.err }
 
 // Field names used in ParseError.Field.
 const (
@@ -47,19 +52,23 @@ type bounds struct {
 	// starMax is the upper end used for "*" and "a/s"; it differs from max
 	// only for day-of-week, where 7 is an alias of 0 (Sunday).
 	starMax int
+	// hashMax is the upper end for H and H/s: 28 for day-of-month, as in
+	// Jenkins, so that a hashed day exists in every month; 6 for
+	// day-of-week, so that Sunday is not weighted twice.
+	hashMax int
 	names   map[string]int
 }
 
 var (
-	secondBounds = bounds{name: fieldSecond, min: 0, max: 59, starMax: 59}
-	minuteBounds = bounds{name: fieldMinute, min: 0, max: 59, starMax: 59}
-	hourBounds   = bounds{name: fieldHour, min: 0, max: 23, starMax: 23}
-	domBounds    = bounds{name: fieldDom, min: 1, max: 31, starMax: 31}
-	monthBounds  = bounds{name: fieldMonth, min: 1, max: 12, starMax: 12, names: map[string]int{
+	secondBounds = bounds{name: fieldSecond, min: 0, max: 59, starMax: 59, hashMax: 59}
+	minuteBounds = bounds{name: fieldMinute, min: 0, max: 59, starMax: 59, hashMax: 59}
+	hourBounds   = bounds{name: fieldHour, min: 0, max: 23, starMax: 23, hashMax: 23}
+	domBounds    = bounds{name: fieldDom, min: 1, max: 31, starMax: 31, hashMax: 28}
+	monthBounds  = bounds{name: fieldMonth, min: 1, max: 12, starMax: 12, hashMax: 12, names: map[string]int{
 		"jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6,
 		"jul": 7, "aug": 8, "sep": 9, "oct": 10, "nov": 11, "dec": 12,
 	}}
-	dowBounds = bounds{name: fieldDow, min: 0, max: 7, starMax: 6, names: map[string]int{
+	dowBounds = bounds{name: fieldDow, min: 0, max: 7, starMax: 6, hashMax: 6, names: map[string]int{
 		"sun": 0, "mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6,
 	}}
 )
@@ -82,8 +91,16 @@ var validationRef = daysFromCivil(2001, 1, 1) * secondsPerDay
 
 // Parse parses expr; loc nil means UTC. Errors are *ParseError and name the
 // field at fault. Parse is safe for concurrent use; the returned *Schedule is
-// immutable.
+// immutable. An expression using H needs a job name: see ParseFor.
 func Parse(expr string, loc *time.Location) (*Schedule, error) {
+	return ParseFor(expr, loc, "")
+}
+
+// ParseFor parses expr for the job called name, from which the values of
+// H fields are hashed (see the package documentation). Without H the name
+// is irrelevant and ParseFor is Parse. H with an empty name is a
+// *ParseError whose cause is ErrNoJobName.
+func ParseFor(expr string, loc *time.Location, name string) (*Schedule, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
@@ -130,12 +147,20 @@ func Parse(expr string, loc *time.Location) (*Schedule, error) {
 		{monthBounds, &s.month},
 		{dowBounds, &s.dow},
 	}
+	p := fieldParser{name: name}
 	for i, f := range all {
-		bits, err := parseField(fields[i], f.b)
+		bits, err := p.parse(fields[i], f.b)
+		if p.noName {
+			return nil, &ParseError{Expr: expr, Field: f.b.name, Msg: err, err: ErrNoJobName}
+		}
 		if err != "" {
 			return fail(f.b.name, err)
 		}
 		*f.dst = bits
+	}
+	if p.days != (monthDays{}) {
+		days := p.days
+		s.days = &days
 	}
 	// Day-of-week 7 is Sunday.
 	if s.dow&(1<<7) != 0 {
@@ -148,21 +173,52 @@ func Parse(expr string, loc *time.Location) (*Schedule, error) {
 	ref := s.image(validationRef) - 1
 	if _, ok := s.nextCron(ref, ref+fiveYears(ref)); !ok {
 		field := fieldExpression
-		if !s.domStar {
+		switch {
+		case !s.domStar:
 			field = fieldDom
+		case !s.dowStar:
+			field = fieldDow
 		}
 		return fail(field, "no fire time within 5 years")
 	}
 	return s, nil
 }
 
-// parseField parses one cron field into a bit set. It returns a non-empty
-// message on error.
-func parseField(field string, b bounds) (uint64, string) {
+// fieldParser parses the fields of one expression. It collects the day
+// forms that depend on the month and counts the H elements of each field.
+type fieldParser struct {
+	name   string // job name for H
+	days   monthDays
+	noName bool // H was met without a job name
+}
+
+// parse parses one cron field into a bit set (the L, W and # forms go to
+// p.days). It returns a non-empty message on error.
+func (p *fieldParser) parse(field string, b bounds) (uint64, string) {
 	var bits uint64
+	hashes := 0
 	for _, elem := range strings.Split(field, ",") {
 		if elem == "" {
 			return 0, "empty list element in " + strconv.Quote(field)
+		}
+		if elem[0] == 'H' || elem[0] == 'h' {
+			if p.name == "" {
+				p.noName = true
+				return 0, "H needs a job name, from which its value is hashed (cron.ParseFor)"
+			}
+			v, msg := parseHash(elem, b, p.name, hashes)
+			if msg != "" {
+				return 0, msg
+			}
+			bits |= v
+			hashes++
+			continue
+		}
+		if ok, msg := dayForm(elem, b, &p.days); ok {
+			if msg != "" {
+				return 0, msg
+			}
+			continue
 		}
 		lo, hi, step := 0, 0, 1
 		rng, stepText, hasStep := strings.Cut(elem, "/")
@@ -182,15 +238,8 @@ func parseField(field string, b bounds) (uint64, string) {
 		case strings.Contains(rng, "-"):
 			a, z, _ := strings.Cut(rng, "-")
 			var msg string
-			if lo, msg = parseValue(a, b); msg != "" {
+			if lo, hi, msg = parseRange(a, z, b); msg != "" {
 				return 0, msg
-			}
-			if hi, msg = parseValue(z, b); msg != "" {
-				return 0, msg
-			}
-			// "FRI-SUN": SUN as the end of a range means 7.
-			if b.name == fieldDow && hi == 0 && lo > 0 && strings.EqualFold(z, "sun") {
-				hi = 7
 			}
 			if lo > hi {
 				return 0, "reversed range " + strconv.Quote(rng)
@@ -213,6 +262,22 @@ func parseField(field string, b bounds) (uint64, string) {
 		}
 	}
 	return bits, ""
+}
+
+// parseRange parses the ends of the range a-z. It does not check their
+// order.
+func parseRange(a, z string, b bounds) (lo, hi int, msg string) {
+	if lo, msg = parseValue(a, b); msg != "" {
+		return 0, 0, msg
+	}
+	if hi, msg = parseValue(z, b); msg != "" {
+		return 0, 0, msg
+	}
+	// "FRI-SUN": SUN as the end of a range means 7.
+	if b.name == fieldDow && hi == 0 && lo > 0 && strings.EqualFold(z, "sun") {
+		hi = 7
+	}
+	return lo, hi, ""
 }
 
 // parseValue parses a number or (for month and day-of-week) a name and checks

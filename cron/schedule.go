@@ -19,6 +19,9 @@ type Schedule struct {
 	// Cron schedules: one bit per allowed value.
 	second, minute, hour, dom, month, dow uint64
 	domStar, dowStar                      bool
+	// days holds the L, W and # forms; nil when there are none, which keeps
+	// plain expressions on the bit-set path.
+	days *monthDays
 }
 
 // Supported instant range, in Unix seconds (about ±317,000 years). Next and
@@ -245,10 +248,17 @@ func (s *Schedule) nextWall(w, wlimit int64) (int64, bool) {
 
 // dayMatches applies the Vixie cron day rule: if either day field starts with
 // '*', a day must satisfy both fields (so the '*' one does not restrict);
-// otherwise it must satisfy at least one of them.
+// otherwise it must satisfy at least one of them. A field matches a day when
+// its bit set or one of its month-dependent forms (s.days) does.
 func (s *Schedule) dayMatches(y, mo, d int) bool {
+	wd := weekday(daysFromCivil(y, mo, d))
 	domOK := s.dom&(1<<uint(d)) != 0
-	dowOK := s.dow&(1<<uint(weekday(daysFromCivil(y, mo, d)))) != 0
+	dowOK := s.dow&(1<<uint(wd)) != 0
+	if s.days != nil {
+		last := daysIn(y, mo)
+		domOK = domOK || s.days.dom(d, wd, last)
+		dowOK = dowOK || s.days.dow(d, wd, last)
+	}
 	if s.domStar || s.dowStar {
 		return domOK && dowOK
 	}

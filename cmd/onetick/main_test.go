@@ -133,6 +133,15 @@ func TestNextDST(t *testing.T) {
 			"2026-10-25T02:30:00+02:00\n2026-10-26T02:30:00+01:00\n"},
 		{[]string{"next", "@every 90m", "--from", "2026-01-01T00:00:00Z", "-n", "2"},
 			"2026-01-01T01:30:00Z\n2026-01-01T03:00:00Z\n"},
+		// H is hashed from the job's name (package cron's documented
+		// example: billing lands at 08:50, nightly-billing at 14:05).
+		{[]string{"next", "H H * * *", "--job", "billing", "--from", "2026-01-01T00:00:00Z", "-n", "2"},
+			"2026-01-01T08:50:00Z\n2026-01-02T08:50:00Z\n"},
+		{[]string{"next", "H H * * *", "--tz", "Europe/Berlin", "--job", "nightly-billing", "--from", "2026-01-01T00:00:00Z", "-n", "1"},
+			"2026-01-01T14:05:00+01:00\n"},
+		// The last Sunday of March is Berlin's spring-forward day.
+		{[]string{"next", "30 2 * * 0L", "--tz", "Europe/Berlin", "--from", "2026-03-01T00:00:00Z", "-n", "2"},
+			"2026-03-29T03:00:00+02:00\n2026-04-26T02:30:00+02:00\n"},
 	} {
 		out, stderr, code := runCmd(t, nil, tc.args...)
 		if code != 0 || out != tc.want {
@@ -145,6 +154,8 @@ func TestNextDST(t *testing.T) {
 		{"next", "@daily", "--tz", "Nowhere/City"},
 		{"next", "@daily", "--from", "yesterday"},
 		{"next", "@daily", "-n", "0"},
+		{"next", "@daily", "--job", "two words"},
+		{"next", "0 0 * * 5#6"},
 		{"next"},
 		{"frobnicate"},
 		{"run", "--nope"},
@@ -153,6 +164,11 @@ func TestNextDST(t *testing.T) {
 		if code != 2 || stderr == "" || strings.Contains(stderr, "goroutine") {
 			t.Errorf("%v: code %d stderr %q, want 2 and a message", args, code, stderr)
 		}
+	}
+	// H without --job says what is missing.
+	out, stderr, code := runCmd(t, nil, "next", "H * * * *")
+	if code != 2 || out != "" || stderr != "onetick: next: \"H * * * *\" uses H, which is hashed from a job's name: add --job NAME\n" {
+		t.Errorf("H without --job: code %d, stdout %q, stderr %q", code, out, stderr)
 	}
 }
 

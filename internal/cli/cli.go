@@ -109,7 +109,7 @@ Usage:
   onetick status --config FILE [--json] [--redis URL]
   onetick repair --config FILE [--apply] [--wait DURATION] [--redis URL]
   onetick validate --config FILE
-  onetick next EXPR [--tz ZONE] [--from RFC3339] [-n N]
+  onetick next EXPR [--tz ZONE] [--from RFC3339] [-n N] [--job NAME]
   onetick demo [--seconds N]
   onetick version
 

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/cron"
 )
 
@@ -13,6 +15,7 @@ func cmdNext(args []string, env Env) error {
 	tz := fs.String("tz", "UTC", "IANA time zone of the expression")
 	from := fs.String("from", "", "RFC 3339 instant to start after (default now)")
 	n := fs.Int("n", 5, "how many fire times to print")
+	job := fs.String("job", "", "job name from which H is hashed")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -24,6 +27,11 @@ func cmdNext(args []string, env Env) error {
 	if err != nil || *tz == "" || *tz == "Local" {
 		return badInput("--tz: unknown time zone %q", *tz)
 	}
+	if *job != "" {
+		if err := onetick.ValidJobName(*job); err != nil {
+			return badInput("--job: %v", err)
+		}
+	}
 	if *n < 1 || *n > 10000 {
 		return badInput("-n: must be between 1 and 10000, got %d", *n)
 	}
@@ -33,7 +41,10 @@ func cmdNext(args []string, env Env) error {
 			return badInput("--from: not an RFC 3339 time (like 2026-03-29T00:00:00+01:00): %q", *from)
 		}
 	}
-	s, err := cron.Parse(pos[0], loc)
+	s, err := cron.ParseFor(pos[0], loc, *job)
+	if errors.Is(err, cron.ErrNoJobName) {
+		return badInput("next: %q uses H, which is hashed from a job's name: add --job NAME", pos[0])
+	}
 	if err != nil {
 		return usageError{err}
 	}
