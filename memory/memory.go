@@ -48,6 +48,7 @@ type Backend struct {
 	seq      int64
 	watchers map[chan struct{}]struct{}
 	closed   bool
+	wstate   *workerState // consumer groups of WorkerStore (worker.go); nil until used
 }
 
 type tickRecord struct {
@@ -258,6 +259,7 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 				s = append([]onetick.TickRecord(nil), s[int64(len(s))-t.MaxLen:]...)
 			}
 			b.streams[t.Stream] = s
+			b.wakeAppendedLocked()
 			res.Outcomes[i] = onetick.Claimed
 		}
 	}
