@@ -265,7 +265,11 @@ func (w *Worker) intakeOnce(ctx context.Context, n int, nextReclaim *time.Time) 
 	if now := w.clock.Now(); !now.Before(*nextReclaim) {
 		*nextReclaim = now.Add(w.cfg.HeartbeatInterval)
 		sent := w.clock.Now()
-		ds, err := w.store.Reclaim(ctx, w.cfg.Consumer, w.streams, w.cfg.TakeoverIdle, n)
+		// Not cut short by shutdown: entries taken over must come back
+		// here, to be run or given back.
+		rctx, cancel := w.storeCtx()
+		ds, err := w.store.Reclaim(rctx, w.cfg.Consumer, w.streams, w.cfg.TakeoverIdle, n)
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return n, true
