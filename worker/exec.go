@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"time"
 )
 
@@ -17,8 +18,11 @@ func (w *Worker) execute(h *held, storeNow time.Time) {
 	defer func() { w.slots <- struct{}{} }()
 	d, j := h.d, h.job
 	series := w.m.job(j.name)
-	log := w.log.With("job", d.Job, "tick", d.Tick, "slot", d.Slot.String(), "epoch", int64(d.Epoch),
-		"attempt", d.Attempt, "entry", d.ID)
+	// Built only when something is logged: most runs log nothing.
+	logger := sync.OnceValue(func() *slog.Logger {
+		return w.log.With("job", d.Job, "tick", d.Tick, "slot", d.Slot.String(), "epoch", int64(d.Epoch),
+			"attempt", d.Attempt, "entry", d.ID)
+	})
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -37,7 +41,7 @@ func (w *Worker) execute(h *held, storeNow time.Time) {
 		w.m.delay.Observe(storeNow.Sub(d.Slot.Time()).Seconds())
 	}
 	if d.Deliveries > 1 {
-		log.Warn("running a tick taken over from another consumer: it may have run there already",
+		logger().Warn("running a tick taken over from another consumer: it may have run there already",
 			"deliveries", d.Deliveries)
 	}
 	w.m.inFlight.Inc()
@@ -67,8 +71,9 @@ func (w *Worker) execute(h *held, storeNow time.Time) {
 		}
 		f.Kind, f.Err, f.Delay, outcome = FinishRetry, err.Error(), max(delay, 0), OutcomeRetried
 	}
+	log := logger
 	if err != nil && cause != nil {
-		log = log.With("cause", cause.Error())
+		log = func() *slog.Logger { return logger().With("cause", cause.Error()) }
 	}
 	w.mu.Lock()
 	h.settling = true
@@ -88,27 +93,29 @@ func (w *Worker) execute(h *held, storeNow time.Time) {
 	switch {
 	case !settled || !owned:
 		series.count(OutcomeLost)
-		log.Warn("tick result not recorded: this consumer no longer owns the tick (taken over, or the store was unreachable); another run may follow or have happened",
+		log().Warn("tick result not recorded: this consumer no longer owns the tick (taken over, or the store was unreachable); another run may follow or have happened",
 			"err", errString(err), "duration", elapsed)
 	case err == nil:
 		series.count(OutcomeSucceeded)
-		log.Debug("tick succeeded", "duration", elapsed)
+		if w.log.Enabled(context.Background(), slog.LevelDebug) {
+			log().Debug("tick succeeded", "duration", elapsed)
+		}
 	default:
 		series.count(OutcomeFailed)
 		var pe *PanicError
 		if errors.As(err, &pe) {
-			log.Error("handler panicked", "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+			log().Error("handler panicked", "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
 		}
 		switch f.Kind {
 		case FinishRelease:
-			log.Warn("tick cut off by shutdown and given back", "err", err, "duration", elapsed)
+			log().Warn("tick cut off by shutdown and given back", "err", err, "duration", elapsed)
 		case FinishDead:
 			series.count(outcome)
-			log.Error("tick failed and went to the dead letters", "err", err, "duration", elapsed,
+			log().Error("tick failed and went to the dead letters", "err", err, "duration", elapsed,
 				"max_attempts", j.maxAttempts)
 		default:
 			series.count(outcome)
-			log.Warn("tick failed; retry scheduled", "err", err, "duration", elapsed, "retry_in", f.Delay)
+			log().Warn("tick failed; retry scheduled", "err", err, "duration", elapsed, "retry_in", f.Delay)
 		}
 	}
 }
@@ -136,20 +143,20 @@ func taskOf(d *Delivery) *Task {
 // have taken the entry over yet (or the shutdown bound passed). It reports
 // whether the store answered and whether this consumer still owned the
 // entry.
-func (w *Worker) settle(h *held, f Finish, log *slog.Logger) (owned, settled bool) {
+func (w *Worker) settle(h *held, f Finish, log func() *slog.Logger) (owned, settled bool) {
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := w.storeCtx()
-		res, err := w.store.Finish(ctx, w.cfg.Consumer, []Finish{f})
-		cancel()
-		if err == nil {
-			return len(res) == 1 && res[0], true
+		reply := make(chan settleRes, 1)
+		w.settles <- settleReq{f: f, reply: reply}
+		res := <-reply
+		if res.err == nil {
+			return res.owned, true
 		}
-		w.storeError("finish", err)
+		err := res.err
 		w.mu.Lock()
 		deadline := h.refreshed.Add(w.cfg.TakeoverIdle - w.cfg.HeartbeatInterval)
 		w.mu.Unlock()
 		if !w.clock.Now().Before(deadline) {
-			log.Error("giving up recording the tick's result: the store did not answer before the entry could be taken over", "err", err)
+			log().Error("giving up recording the tick's result: the store did not answer before the entry could be taken over", "err", err)
 			return false, false
 		}
 		t := w.clock.NewTimer(retryDelay(attempt))
@@ -157,7 +164,7 @@ func (w *Worker) settle(h *held, f Finish, log *slog.Logger) (owned, settled boo
 		case <-t.Chan():
 		case <-w.boundPassed:
 			t.Stop()
-			log.Error("giving up recording the tick's result: shutdown bound passed", "err", err)
+			log().Error("giving up recording the tick's result: shutdown bound passed", "err", err)
 			return false, false
 		}
 	}
@@ -168,4 +175,62 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+type settleReq struct {
+	f     Finish
+	reply chan settleRes
+}
+
+type settleRes struct {
+	owned bool
+	err   error
+}
+
+// settler records the results of handlers in batches: whatever queued up
+// while the previous call was in flight goes in the next one, so that a
+// busy worker needs far fewer round trips than ticks, and an idle one
+// waits for nothing. It runs until ctx is done, after the last handler
+// returned.
+func (w *Worker) settler(ctx context.Context) {
+	const maxBatch = 256
+	batch := make([]settleReq, 0, maxBatch)
+	fs := make([]Finish, 0, maxBatch)
+	for {
+		batch, fs = batch[:0], fs[:0]
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-w.settles:
+			batch = append(batch, r)
+		}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-w.settles:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		for _, r := range batch {
+			fs = append(fs, r.f)
+		}
+		sctx, cancel := w.storeCtx()
+		owned, err := w.store.Finish(sctx, w.cfg.Consumer, fs)
+		cancel()
+		if err == nil && len(owned) != len(fs) {
+			err = fmt.Errorf("worker: store answered %d results for %d", len(owned), len(fs))
+		}
+		if err != nil {
+			w.storeError("finish", err)
+		}
+		for i, r := range batch {
+			res := settleRes{err: err}
+			if err == nil {
+				res.owned = owned[i]
+			}
+			r.reply <- res
+		}
+	}
 }

@@ -37,6 +37,7 @@ type Worker struct {
 	handlers     sync.WaitGroup
 	wakePromoter chan struct{}
 	boundPassed  chan struct{} // closed when the shutdown bound passes
+	settles      chan settleReq
 }
 
 type job struct {
@@ -88,7 +89,7 @@ func New(cfg Config) (*Worker, error) {
 		log:  cfg.Logger.With("consumer", cfg.Consumer),
 		jobs: map[string]*job{}, held: map[heldKey]*held{},
 		slots: make(chan struct{}, cfg.Concurrency), wakePromoter: make(chan struct{}, 1),
-		boundPassed: make(chan struct{}),
+		boundPassed: make(chan struct{}), settles: make(chan settleReq, cfg.Concurrency),
 	}, nil
 }
 
@@ -185,8 +186,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer intake.Done(); w.intake(ctx) }()
 	go func() { defer intake.Done(); w.promoter(ctx) }()
 	go func() { defer intake.Done(); w.listenReleased(ctx) }()
-	hb.Add(1)
+	hb.Add(2)
 	go func() { defer hb.Done(); w.heartbeats(hbCtx) }()
+	go func() { defer hb.Done(); w.settler(hbCtx) }()
 
 	<-ctx.Done()
 	w.mu.Lock()
