@@ -67,6 +67,7 @@ func (s *WorkerStore) doneKey(slot onetick.Slot) string {
 // entry id seen, so that a fetch visits only streams with work and
 // otherwise blocks on all of them at once.
 type fetchState struct {
+	mu      sync.Mutex // one fetch at a time per consumer
 	streams []string
 	hot     []string
 	tails   map[string]string
@@ -93,6 +94,8 @@ func (s *WorkerStore) Fetch(ctx context.Context, consumer string, streams []stri
 		return nil, nil
 	}
 	st := s.state(consumer, streams)
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
