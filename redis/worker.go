@@ -40,9 +40,17 @@ type WorkerStore struct {
 	group string
 	base  string
 
-	mu    sync.Mutex
-	fetch map[string]*fetchState // per consumer
+	mu       sync.Mutex
+	fetch    map[string]*fetchState // per consumer
+	reclaims int                    // Reclaim calls, to prune consumers now and then
 }
+
+// Consumers without pending entries are deleted from the group when idle
+// this long, checked every pruneEvery Reclaim calls of one store.
+const (
+	pruneIdle  = time.Hour
+	pruneEvery = 100
+)
 
 var _ worker.Store = (*WorkerStore)(nil)
 
@@ -231,6 +239,15 @@ func (s *WorkerStore) Reclaim(ctx context.Context, consumer string, streams []st
 	if max <= 0 || len(streams) == 0 {
 		return nil, nil
 	}
+	s.mu.Lock()
+	s.reclaims++
+	prune := s.reclaims%pruneEvery == 0
+	s.mu.Unlock()
+	if prune {
+		if _, err := s.PruneConsumers(ctx, streams, pruneIdle); err != nil {
+			return nil, err
+		}
+	}
 	v, err := wReclaimScript.Run(ctx, s.c, streams, s.group, consumer, idle.Milliseconds(), max).Slice()
 	if err != nil {
 		return nil, err
@@ -243,6 +260,15 @@ func (s *WorkerStore) Reclaim(ctx context.Context, consumer string, streams []st
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// PruneConsumers deletes the group's consumers on streams that own no
+// pending entry and have been idle for at least idle, and returns how many
+// it deleted. Reclaim calls it now and then; each worker process adds a
+// consumer name to the group, which would otherwise stay forever.
+func (s *WorkerStore) PruneConsumers(ctx context.Context, streams []string, idle time.Duration) (int, error) {
+	n, err := wPruneScript.Run(ctx, s.c, streams, s.group, idle.Milliseconds()).Int()
+	return n, err
 }
 
 // Begin implements worker.Store.

@@ -333,3 +333,26 @@ var wStatusScript = goredis.NewScript(luaNow + `
 local now = now_ms()
 return {now, redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf'), redis.call('XLEN', KEYS[2])}
 `)
+
+// wPruneScript deletes the group's consumers that own no pending entry and
+// have been idle for at least ARGV[2] ms (every worker process adds a
+// consumer name; without this they would accumulate forever). Deleting
+// such a consumer loses nothing: a live one is recreated by its next read.
+// KEYS: streams. ARGV: group, idle ms. Returns how many were deleted.
+var wPruneScript = goredis.NewScript(`
+local g, idle, n = ARGV[1], tonumber(ARGV[2]), 0
+for _, k in ipairs(KEYS) do
+  local cs = redis.pcall('XINFO', 'CONSUMERS', k, g)
+  if type(cs) == 'table' and not cs.err then
+    for _, c in ipairs(cs) do
+      local v = {}
+      for j = 1, #c, 2 do v[c[j]] = c[j + 1] end
+      if tonumber(v.pending) == 0 and tonumber(v.idle) >= idle then
+        redis.call('XGROUP', 'DELCONSUMER', k, g, v.name)
+        n = n + 1
+      end
+    end
+  end
+end
+return n
+`)

@@ -2,11 +2,13 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -73,6 +75,104 @@ func TestWorkerConformance(t *testing.T) {
 			},
 		}
 	}})
+}
+
+// claimOne enqueues one tick of job through the backend's claim.
+func claimOne(t *testing.T, b *redis.Backend, job string, slot onetick.Slot) {
+	t.Helper()
+	ctx := context.Background()
+	g, err := b.Acquire(ctx, "producer", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = b.Release(ctx, g.Lease) }()
+	if _, err := b.Claim(ctx, g.Lease, []onetick.Tick{{Job: job, Slot: slot, Stream: "onetick:stream:" + job,
+		Payload: "{}", Retention: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Consumers that own nothing are pruned from the group; the ones that own
+// pending entries stay, and a pruned one that reads again is recreated.
+func TestWorkerPruneConsumers(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	b, err := redis.Open(srv.URL(), redis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s := b.WorkerStore("")
+	streams := []string{"onetick:stream:p"}
+	base := onetick.SlotOf(time.Now().Add(-time.Hour))
+	claimOne(t, b, "p", base)
+	claimOne(t, b, "p", base+1000)
+	da, err := s.Fetch(ctx, "a", streams, 1, time.Second)
+	if err != nil || len(da) != 1 {
+		t.Fatal(da, err)
+	}
+	if db, err := s.Fetch(ctx, "b", streams, 1, time.Second); err != nil || len(db) != 1 {
+		t.Fatal(db, err)
+	}
+	if _, err := s.Begin(ctx, "a", time.Minute, []worker.Start{{D: da[0], Overlap: worker.OverlapAllow}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Finish(ctx, "a", []worker.Finish{{D: da[0], Kind: worker.FinishDone, Retention: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.PruneConsumers(ctx, streams, 0)
+	if err != nil || n != 1 {
+		t.Fatalf("pruned %d, %v; want 1 (a, which owns nothing)", n, err)
+	}
+	cs, err := b.Client().XInfoConsumers(ctx, streams[0], "onetick").Result()
+	if err != nil || len(cs) != 1 || cs[0].Name != "b" || cs[0].Pending != 1 {
+		t.Fatalf("consumers %+v, %v: want b with its pending entry", cs, err)
+	}
+	claimOne(t, b, "p", base+2000)
+	if again, err := s.Fetch(ctx, "a", streams, 1, time.Second); err != nil || len(again) != 1 {
+		t.Fatalf("a pruned consumer reading again: %v, %v", again, err)
+	}
+}
+
+// A blocked fetch returns as soon as its context is cancelled.
+func TestWorkerFetchUnblocks(t *testing.T) {
+	srv := redistest.Start(t)
+	b, err := redis.Open(srv.URL(), redis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := b.WorkerStore("").Fetch(ctx, "a", []string{"onetick:stream:idle"}, 1, time.Minute)
+		done <- err
+	}()
+	// Cancel once the fetch is blocked in its read (a client blocked in
+	// XREAD shows in CLIENT LIST).
+	for {
+		list, err := b.Client().ClientList(context.Background()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(list, "cmd=xread") {
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("the fetch never blocked")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("fetch returned %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("fetch still blocked %s after its context was cancelled", time.Since(start))
+	}
 }
 
 // BenchmarkWorkerThroughput runs one worker with a no-op handler over
