@@ -102,7 +102,9 @@ func testDeliveryLimit(t *testing.T, env Env) {
 	const limit = 2
 	s := spec("", job)
 	s.MaxDeliveries = limit
-	s.TakeoverIdle, s.Heartbeat = 300*time.Millisecond, 50*time.Millisecond
+	// Nothing holds the entry while a crasher is dead, so nothing can be
+	// taken over wrongly: short timings are safe here.
+	s.TakeoverIdle, s.Heartbeat = 500*time.Millisecond, 50*time.Millisecond
 	ids := newProducer(env.Backend).produce(t, job.Name, 1)
 	deadLogged := logged("tick dead-lettered: delivered too often", ids[0])
 	for round := 1; ; round++ {

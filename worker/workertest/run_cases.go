@@ -9,16 +9,28 @@ import (
 	"github.com/onetick/onetick/worker"
 )
 
-// Timings of the fleet cases: short, with a heartbeat six times within the
-// takeover idle time so that a loaded machine does not cause takeovers.
+// Timings of the fleet cases. A process stalled for longer than the
+// takeover idle time is exactly when a tick may run twice, and on a shared
+// machine under load the test processes stall for a second at times: so
+// where no takeover is expected the idle time is long, and the cases about
+// takeover (fastTakeover) still leave 1.8s of margin.
 const (
-	takeoverIdle = 600 * time.Millisecond
-	heartbeat    = 100 * time.Millisecond
+	takeoverIdle = 5 * time.Second
+	heartbeat    = 250 * time.Millisecond
+
+	fastIdle      = 2 * time.Second
+	fastHeartbeat = 200 * time.Millisecond
 )
 
 func spec(consumer string, jobs ...JobSpec) Spec {
 	return Spec{Consumer: consumer, Concurrency: 4, TakeoverIdle: takeoverIdle, Heartbeat: heartbeat,
 		ShutdownTimeout: 2 * time.Second, Jobs: jobs}
+}
+
+// fastTakeover is spec with takeovers after fastIdle.
+func fastTakeover(s Spec) Spec {
+	s.TakeoverIdle, s.Heartbeat = fastIdle, fastHeartbeat
+	return s
 }
 
 func isStart(e Event) bool { return e.Kind == KindStart }
@@ -128,7 +140,7 @@ func testRunsOnce(t *testing.T, env Env) {
 func testKilledMidRun(t *testing.T, env Env) {
 	f := newFleet(t, env)
 	job := JobSpec{Name: name("killed"), Overlap: worker.OverlapAllow, Do: Behavior{Sleep: 150 * time.Millisecond}}
-	victim := spec(name("victim"), job)
+	victim := fastTakeover(spec(name("victim"), job))
 	victim.Concurrency = 2
 	vm := f.member(victim, false)
 	f.awaitStarted(victim.Consumer)
@@ -151,10 +163,10 @@ func testKilledMidRun(t *testing.T, env Env) {
 	vm.kill()
 	var survivors []*member
 	for range 2 {
-		survivors = append(survivors, f.start(spec(name("survivor"), job)))
+		survivors = append(survivors, f.start(fastTakeover(spec(name("survivor"), job))))
 	}
 	if env.Command != nil {
-		f.spawn(spec(name("proc"), job))
+		f.spawn(fastTakeover(spec(name("proc"), job)))
 	}
 	store := env.Store(t)
 	f.await("every tick done", func([]Event) bool { return len(doneRecords(t, store, ids)) == len(ids) })
@@ -201,11 +213,11 @@ func testKilledMidRun(t *testing.T, env Env) {
 // while its worker lives.
 func testLongHandler(t *testing.T, env Env) {
 	f := newFleet(t, env)
-	job := JobSpec{Name: name("long"), Overlap: worker.OverlapAllow, Do: Behavior{Sleep: 3 * takeoverIdle}}
+	job := JobSpec{Name: name("long"), Overlap: worker.OverlapAllow, Do: Behavior{Sleep: 3 * fastIdle}}
 	var inProc []*member
 	var names []string
 	for i := range 3 {
-		s := spec(name("w"), job)
+		s := fastTakeover(spec(name("w"), job))
 		names = append(names, s.Consumer)
 		m := f.member(s, i == 0)
 		if m.reg != nil {

@@ -80,15 +80,18 @@ func testStoreHeartbeat(t *testing.T, env Env) {
 		}
 	}
 	// Idle time has to pass for these checks; no signal stands in for it.
-	time.Sleep(150 * time.Millisecond)
+	// It is long enough that a stalled test process does not make the
+	// entry idle between the heartbeat and the reclaim right after it.
+	const idle = time.Second
+	time.Sleep(idle + 100*time.Millisecond)
 	if _, err := a.Heartbeat(ctx, "a", time.Minute, []worker.Hold{{D: d}}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := b.Reclaim(ctx, "b", streams, 100*time.Millisecond, 10); err != nil || len(got) != 0 {
+	if got, err := b.Reclaim(ctx, "b", streams, idle, 10); err != nil || len(got) != 0 {
 		t.Fatalf("reclaim right after a heartbeat took %v, %v: the heartbeat must reset the idle time", got, err)
 	}
-	time.Sleep(150 * time.Millisecond)
-	got, err := b.Reclaim(ctx, "b", streams, 100*time.Millisecond, 10)
+	time.Sleep(idle + 100*time.Millisecond)
+	got, err := b.Reclaim(ctx, "b", streams, idle, 10)
 	if err != nil || len(got) != 1 || got[0].ID != d.ID || got[0].Tick != d.Tick {
 		t.Fatalf("reclaim of an idle entry: %v, %v", got, err)
 	}
