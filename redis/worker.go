@@ -303,9 +303,22 @@ func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Dura
 
 // Heartbeat implements worker.Store.
 func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, hold time.Duration, holds []worker.Hold) ([]int, error) {
-	if len(holds) == 0 {
-		return nil, nil
+	// A thousand holds per script, so that one call does not block Redis
+	// for long.
+	var lost []int
+	for lo := 0; lo < len(holds); lo += 1000 {
+		l, err := s.heartbeat(ctx, consumer, hold, holds[lo:min(lo+1000, len(holds))])
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range l {
+			lost = append(lost, lo+i)
+		}
 	}
+	return lost, nil
+}
+
+func (s *WorkerStore) heartbeat(ctx context.Context, consumer string, hold time.Duration, holds []worker.Hold) ([]int, error) {
 	keys := make([]string, 0, 1+2*len(holds))
 	keys = append(keys, s.key("running"))
 	args := make([]any, 0, 3+3*len(holds))

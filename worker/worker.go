@@ -264,6 +264,9 @@ func (w *Worker) intake(ctx context.Context) {
 // intakeOnce uses up to n free slots and returns how many are left, and
 // false after a store error.
 func (w *Worker) intakeOnce(ctx context.Context, n int, nextReclaim *time.Time) (int, bool) {
+	if ctx.Err() != nil {
+		return n, true // stopping: take nothing more
+	}
 	if now := w.clock.Now(); !now.Before(*nextReclaim) {
 		*nextReclaim = now.Add(w.cfg.HeartbeatInterval)
 		sent := w.clock.Now()
