@@ -31,10 +31,11 @@ type Store interface {
 	Fetch(ctx context.Context, consumer string, streams []string, max int, block time.Duration) ([]*Delivery, error)
 
 	// Reclaim makes consumer the owner of up to max entries of the given
-	// streams that have been pending, without a heartbeat, for longer than
-	// idle, counting one more delivery for each, and returns them with the
-	// store's delivery count. An entry whose owner heartbeats at least
-	// every idle is never reclaimed.
+	// streams that have been pending for at least idle since their last
+	// delivery or heartbeat (entries given back count as idle forever),
+	// counting one more delivery for each, and returns them with the
+	// store's delivery count. An entry whose owner heartbeats more often
+	// than every idle is never reclaimed.
 	Reclaim(ctx context.Context, consumer string, streams []string, idle time.Duration, max int) ([]*Delivery, error)
 
 	// Begin decides, in one atomic step per start, whether consumer may run
