@@ -51,8 +51,9 @@ type Backend struct {
 
 	// Damage, injected by Damage (a test hook) as an operator's mistake
 	// would damage the keys of a Redis store.
-	dmg damage
-	ctl controls
+	dmg    damage
+	ctl    controls
+	wstate *workerState // consumer groups of WorkerStore (worker.go); nil until used
 }
 
 // entry is one history entry: a term, or garbage.
@@ -362,6 +363,7 @@ func (b *Backend) appendLocked(now time.Time, t onetick.Tick, id string, r oneti
 		s = append([]onetick.TickRecord(nil), s[int64(len(s))-t.MaxLen:]...)
 	}
 	b.streams[t.Stream] = s
+	b.wakeAppendedLocked()
 }
 
 // LastFired implements onetick.Claimer.

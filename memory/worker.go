@@ -1,0 +1,545 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/worker"
+)
+
+// WorkerStore is the in-process worker.Store of one consumer group on the
+// backend's streams. Its state lives in the Backend, under the Backend's
+// lock, so every WorkerStore of one group on one Backend shares it, and the
+// store's clock (Options.Clock) judges idle times, expiry and due times.
+type WorkerStore struct {
+	b     *Backend
+	group string
+}
+
+var _ worker.Store = (*WorkerStore)(nil)
+
+// WorkerStore returns the worker store of group (default "onetick").
+func (b *Backend) WorkerStore(group string) *WorkerStore {
+	if group == "" {
+		group = "onetick"
+	}
+	return &WorkerStore{b: b, group: group}
+}
+
+// workerState is every group's state, plus what the stream entries that
+// workers append carry beyond a TickRecord.
+type workerState struct {
+	groups   map[string]*wgroup
+	extras   map[string]entryExtra // entry id -> attempt and group of a retry or replay
+	appended chan struct{}         // closed (and replaced) when a stream grows
+}
+
+type entryExtra struct {
+	attempt int
+	group   string
+}
+
+type wgroup struct {
+	streams   map[string]*wstream
+	done      map[string]wdone
+	retries   map[string]*wretry
+	dead      []worker.DeadLetter // oldest first
+	deadCount map[string]int64
+	last      map[string]wlast
+	running   map[string]wrun    // token -> in-flight run
+	markers   map[string]wmarker // "run:"+job or "wait:"+job
+	listeners map[chan struct{}]struct{}
+	sweepAt   time.Time
+	rot       int // fetch rotation
+}
+
+type wstream struct {
+	last int64               // sequence of the newest entry handed to the group
+	pel  map[string]*pending // entries delivered and not acknowledged
+}
+
+type pending struct {
+	consumer  string
+	delivered time.Time // zero: given back, idle forever
+	count     int
+	d         worker.Delivery
+}
+
+type wdone struct {
+	rec     worker.DoneRecord
+	expires time.Time
+}
+
+type wretry struct {
+	due time.Time
+	d   worker.Delivery
+}
+
+type wlast struct {
+	outcome worker.Outcome
+	tick    string
+	at      time.Time
+}
+
+type wrun struct {
+	job     string
+	expires time.Time
+}
+
+type wmarker struct {
+	token   string
+	expires time.Time
+}
+
+// wakeAppendedLocked wakes fetches waiting for new entries. Claim calls it.
+func (b *Backend) wakeAppendedLocked() {
+	if b.wstate != nil && b.wstate.appended != nil {
+		close(b.wstate.appended)
+		b.wstate.appended = nil
+	}
+}
+
+// lock takes the backend's lock and returns the group's state and the
+// store's time. The caller unlocks b.mu.
+func (s *WorkerStore) lock(ctx context.Context) (*wgroup, time.Time, error) {
+	now, err := s.b.lock(ctx)
+	if err != nil {
+		return nil, now, err
+	}
+	b := s.b
+	if b.wstate == nil {
+		b.wstate = &workerState{groups: map[string]*wgroup{}, extras: map[string]entryExtra{}}
+	}
+	g := b.wstate.groups[s.group]
+	if g == nil {
+		g = &wgroup{streams: map[string]*wstream{}, done: map[string]wdone{}, retries: map[string]*wretry{},
+			deadCount: map[string]int64{}, last: map[string]wlast{}, running: map[string]wrun{},
+			markers: map[string]wmarker{}, listeners: map[chan struct{}]struct{}{}}
+		b.wstate.groups[s.group] = g
+	}
+	if now.After(g.sweepAt) {
+		g.sweep(now)
+		g.sweepAt = now.Add(time.Minute)
+	}
+	return g, now, nil
+}
+
+// sweep drops expired records, which every reader also ignores.
+func (g *wgroup) sweep(now time.Time) {
+	for k, d := range g.done {
+		if !now.Before(d.expires) {
+			delete(g.done, k)
+		}
+	}
+	for k, r := range g.running {
+		if !now.Before(r.expires) {
+			delete(g.running, k)
+		}
+	}
+	for k, m := range g.markers {
+		if !now.Before(m.expires) {
+			delete(g.markers, k)
+		}
+	}
+}
+
+func (g *wgroup) stream(key string) *wstream {
+	st := g.streams[key]
+	if st == nil {
+		st = &wstream{pel: map[string]*pending{}}
+		g.streams[key] = st
+	}
+	return st
+}
+
+func (g *wgroup) marker(key string, now time.Time) (wmarker, bool) {
+	m, ok := g.markers[key]
+	if ok && !now.Before(m.expires) {
+		delete(g.markers, key)
+		return wmarker{}, false
+	}
+	return m, ok
+}
+
+func (g *wgroup) notifyReleased() {
+	for ch := range g.listeners {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func token(d *worker.Delivery) string { return d.Stream + "\n" + d.ID }
+
+// seqOf is the sequence number of an entry id "ms-seq": entries of every
+// stream are numbered by one counter, so it orders them.
+func seqOf(id string) int64 {
+	_, s, _ := strings.Cut(id, "-")
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
+
+func (s *WorkerStore) deliveryOf(stream string, r onetick.TickRecord) worker.Delivery {
+	d := worker.Delivery{Stream: stream, ID: r.ID, Job: r.Job, Slot: r.Slot, Tick: r.Tick, Epoch: r.Epoch,
+		Replica: r.Replica, Payload: r.Payload, Attempt: 1}
+	if x, ok := s.b.wstate.extras[r.ID]; ok {
+		d.Attempt = x.attempt
+	}
+	ms, _, _ := strings.Cut(r.ID, "-")
+	if n, err := strconv.ParseInt(ms, 10, 64); err == nil {
+		d.Enqueued = time.UnixMilli(n).UTC()
+	}
+	return d
+}
+
+// appendLocked appends a worker's entry to a stream.
+func (s *WorkerStore) appendLocked(now time.Time, d worker.Delivery, attempt int) string {
+	b := s.b
+	b.seq++
+	id := strconv.FormatInt(now.UnixMilli(), 10) + "-" + strconv.FormatInt(b.seq, 10)
+	b.streams[d.Stream] = append(b.streams[d.Stream], onetick.TickRecord{ID: id, Job: d.Job, Slot: d.Slot,
+		Tick: d.Tick, Epoch: d.Epoch, Replica: d.Replica, Payload: d.Payload})
+	b.wstate.extras[id] = entryExtra{attempt: attempt, group: s.group}
+	b.wakeAppendedLocked()
+	return id
+}
+
+// Fetch implements worker.Store.
+func (s *WorkerStore) Fetch(ctx context.Context, consumer string, streams []string, max int, block time.Duration) ([]*worker.Delivery, error) {
+	var timer <-chan time.Time
+	for {
+		g, now, err := s.lock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := s.takeNewLocked(g, now, consumer, streams, max)
+		if len(out) > 0 || max <= 0 {
+			s.b.mu.Unlock()
+			return out, nil
+		}
+		if s.b.wstate.appended == nil {
+			s.b.wstate.appended = make(chan struct{})
+		}
+		wake := s.b.wstate.appended
+		s.b.mu.Unlock()
+		if timer == nil {
+			t := s.b.opts.Clock.NewTimer(block)
+			defer t.Stop()
+			timer = t.Chan()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timer:
+			return nil, nil
+		case <-wake:
+		}
+	}
+}
+
+func (s *WorkerStore) takeNewLocked(g *wgroup, now time.Time, consumer string, streams []string, max int) []*worker.Delivery {
+	var out []*worker.Delivery
+	g.rot++
+	for k := range streams {
+		// Start at a different stream each time, so none starves.
+		key := streams[(k+g.rot)%len(streams)]
+		st := g.stream(key)
+		recs := s.b.streams[key]
+		i := sort.Search(len(recs), func(i int) bool { return seqOf(recs[i].ID) > st.last })
+		for ; i < len(recs) && len(out) < max; i++ {
+			r := recs[i]
+			st.last = seqOf(r.ID)
+			if x, ok := s.b.wstate.extras[r.ID]; ok && x.group != s.group {
+				continue // another group's retry or replay
+			}
+			d := s.deliveryOf(key, r)
+			d.Deliveries = 1
+			st.pel[r.ID] = &pending{consumer: consumer, delivered: now, count: 1, d: d}
+			c := d
+			out = append(out, &c)
+		}
+		if len(out) >= max {
+			break
+		}
+	}
+	return out
+}
+
+// Reclaim implements worker.Store.
+func (s *WorkerStore) Reclaim(ctx context.Context, consumer string, streams []string, idle time.Duration, max int) ([]*worker.Delivery, error) {
+	g, now, err := s.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.b.mu.Unlock()
+	var out []*worker.Delivery
+	for _, key := range streams {
+		st := g.stream(key)
+		ids := make([]string, 0, len(st.pel))
+		for id := range st.pel {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(i, k int) bool { return seqOf(ids[i]) < seqOf(ids[k]) })
+		for _, id := range ids {
+			if len(out) >= max {
+				return out, nil
+			}
+			p := st.pel[id]
+			if !p.delivered.IsZero() && now.Sub(p.delivered) < idle {
+				continue
+			}
+			p.consumer, p.delivered = consumer, now
+			p.count++
+			p.d.Deliveries = p.count
+			c := p.d
+			out = append(out, &c)
+		}
+	}
+	return out, nil
+}
+
+// owned returns the pending entry of d if consumer owns it.
+func (g *wgroup) owned(consumer string, d *worker.Delivery) *pending {
+	st := g.streams[d.Stream]
+	if st == nil {
+		return nil
+	}
+	p := st.pel[d.ID]
+	if p == nil || p.consumer != consumer {
+		return nil
+	}
+	return p
+}
+
+func (g *wgroup) ack(d *worker.Delivery) { delete(g.streams[d.Stream].pel, d.ID) }
+
+func (g *wgroup) deadLocked(s *WorkerStore, now time.Time, consumer string, d *worker.Delivery, deliveries int, msg string) {
+	s.b.seq++
+	g.dead = append(g.dead, worker.DeadLetter{
+		ID:  strconv.FormatInt(now.UnixMilli(), 10) + "-" + strconv.FormatInt(s.b.seq, 10),
+		Job: d.Job, Tick: d.Tick, Slot: d.Slot, Epoch: d.Epoch, Replica: d.Replica, Payload: d.Payload,
+		Stream: d.Stream, Entry: d.ID, Attempts: d.Attempt, Deliveries: deliveries, Error: msg,
+		Consumer: consumer, At: now.UTC(),
+	})
+	g.deadCount[d.Job]++
+	g.last[d.Job] = wlast{outcome: worker.OutcomeDead, tick: d.Tick, at: now}
+}
+
+// Begin implements worker.Store.
+func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Duration, starts []worker.Start) (worker.BeginResult, error) {
+	g, now, err := s.lock(ctx)
+	if err != nil {
+		return worker.BeginResult{}, err
+	}
+	defer s.b.mu.Unlock()
+	res := worker.BeginResult{Admissions: make([]worker.Admission, len(starts)), StoreTime: now}
+	for i, st := range starts {
+		d := st.D
+		p := g.owned(consumer, d)
+		if p == nil {
+			res.Admissions[i] = worker.NotOwned
+			continue
+		}
+		d.Deliveries = p.count
+		if rec, ok := g.done[d.Tick]; ok && now.Before(rec.expires) {
+			g.ack(d)
+			res.Admissions[i] = worker.SkipDone
+			continue
+		}
+		if st.MaxDeliveries > 0 && p.count > st.MaxDeliveries {
+			g.deadLocked(s, now, consumer, d, p.count, deliveryLimitError(p.count, st.MaxDeliveries))
+			g.ack(d)
+			res.Admissions[i] = worker.DeadDeliveries
+			continue
+		}
+		tok := token(d)
+		run, wait := "run:"+d.Job, "wait:"+d.Job
+		a := worker.Run
+		switch st.Overlap {
+		case worker.OverlapSkip, worker.OverlapQueue:
+			if m, held := g.marker(run, now); !held || m.token == tok {
+				g.markers[run] = wmarker{token: tok, expires: now.Add(hold)}
+				if m, ok := g.marker(wait, now); ok && m.token == tok {
+					delete(g.markers, wait)
+				}
+				break
+			}
+			a = worker.SkipOverlap
+			if st.Overlap == worker.OverlapQueue {
+				if m, held := g.marker(wait, now); !held || m.token == tok {
+					g.markers[wait] = wmarker{token: tok, expires: now.Add(hold)}
+					a = worker.Wait
+				}
+			}
+		}
+		switch a {
+		case worker.Run:
+			g.running[tok] = wrun{job: d.Job, expires: now.Add(hold)}
+		case worker.SkipOverlap:
+			g.ack(d)
+			g.last[d.Job] = wlast{outcome: worker.OutcomeSkippedOverlap, tick: d.Tick, at: now}
+		}
+		res.Admissions[i] = a
+	}
+	return res, nil
+}
+
+func deliveryLimitError(count, limit int) string {
+	return fmt.Sprintf("delivery limit: delivered %d times without a result (max_deliveries %d)", count, limit)
+}
+
+// Heartbeat implements worker.Store.
+func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, hold time.Duration, holds []worker.Hold) ([]int, error) {
+	g, now, err := s.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.b.mu.Unlock()
+	var lost []int
+	for i, h := range holds {
+		p := g.owned(consumer, h.D)
+		if p == nil {
+			lost = append(lost, i)
+			continue
+		}
+		p.delivered = now
+		tok := token(h.D)
+		if h.Marker != worker.MarkerNone {
+			key := "run:" + h.D.Job
+			if h.Marker == worker.MarkerWait {
+				key = "wait:" + h.D.Job
+			}
+			m, ok := g.marker(key, now)
+			if !ok || m.token != tok {
+				lost = append(lost, i)
+				continue
+			}
+			g.markers[key] = wmarker{token: tok, expires: now.Add(hold)}
+		}
+		if r, ok := g.running[tok]; ok {
+			r.expires = now.Add(hold)
+			g.running[tok] = r
+		}
+	}
+	return lost, nil
+}
+
+// Finish implements worker.Store.
+func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.Finish) ([]bool, error) {
+	g, now, err := s.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer s.b.mu.Unlock()
+	owned := make([]bool, len(fs))
+	for i, f := range fs {
+		d := f.D
+		p := g.owned(consumer, d)
+		if p == nil {
+			rec, ok := g.done[d.Tick]
+			owned[i] = f.Kind == worker.FinishDone && ok && now.Before(rec.expires) &&
+				rec.rec.Entry == d.ID && rec.rec.Consumer == consumer
+			continue
+		}
+		owned[i] = true
+		tok := token(d)
+		for _, key := range []string{"run:" + d.Job, "wait:" + d.Job} {
+			if m, ok := g.marker(key, now); ok && m.token == tok {
+				delete(g.markers, key)
+				g.notifyReleased()
+			}
+		}
+		delete(g.running, tok)
+		switch f.Kind {
+		case worker.FinishRelease:
+			p.consumer, p.delivered = "", time.Time{}
+			continue
+		case worker.FinishDone:
+			g.done[d.Tick] = wdone{rec: worker.DoneRecord{Tick: d.Tick, Entry: d.ID, Consumer: consumer, At: now.UTC()},
+				expires: now.Add(f.Retention)}
+			g.last[d.Job] = wlast{outcome: worker.OutcomeSucceeded, tick: d.Tick, at: now}
+		case worker.FinishRetry:
+			next := *d
+			next.Attempt++
+			g.retries[d.Stream+"\n"+d.ID] = &wretry{due: now.Add(f.Delay), d: next}
+			g.last[d.Job] = wlast{outcome: worker.OutcomeRetried, tick: d.Tick, at: now}
+		case worker.FinishDead:
+			g.deadLocked(s, now, consumer, d, p.count, f.Err)
+		}
+		g.ack(d)
+	}
+	return owned, nil
+}
+
+// PromoteDue implements worker.Store.
+func (s *WorkerStore) PromoteDue(ctx context.Context, max int) (worker.Promoted, error) {
+	g, now, err := s.lock(ctx)
+	if err != nil {
+		return worker.Promoted{}, err
+	}
+	defer s.b.mu.Unlock()
+	keys := make([]string, 0, len(g.retries))
+	for k := range g.retries {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, k int) bool {
+		a, b := g.retries[keys[i]], g.retries[keys[k]]
+		if !a.due.Equal(b.due) {
+			return a.due.Before(b.due)
+		}
+		return keys[i] < keys[k]
+	})
+	p := worker.Promoted{Next: -1}
+	for _, k := range keys {
+		r := g.retries[k]
+		if r.due.After(now) || p.N >= max {
+			p.Next = max0(r.due.Sub(now))
+			break
+		}
+		s.appendLocked(now, r.d, r.d.Attempt)
+		delete(g.retries, k)
+		p.N++
+	}
+	return p, nil
+}
+
+func max0(d time.Duration) time.Duration { return max(d, 0) }
+
+// Released implements worker.Store.
+func (s *WorkerStore) Released(ctx context.Context) <-chan struct{} {
+	in := make(chan struct{}, 1)
+	out := make(chan struct{}, 1)
+	g, _, err := s.lock(context.WithoutCancel(ctx))
+	if err != nil {
+		close(out)
+		return out
+	}
+	g.listeners[in] = struct{}{}
+	s.b.mu.Unlock()
+	go func() {
+		defer close(out)
+		defer func() {
+			s.b.mu.Lock()
+			delete(g.listeners, in)
+			s.b.mu.Unlock()
+		}()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-in:
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return out
+}
