@@ -40,6 +40,9 @@ type JobControl struct {
 	// a claim (older than the job's last-fired slot: dropped), oldest
 	// first; the last one is open while Paused.
 	Intervals []PauseInterval `json:"intervals,omitempty"`
+	// Changed, in the answer to Pause or Resume, is false when the job
+	// was already paused (resp. not paused): nothing changed.
+	Changed bool `json:"changed"`
 }
 
 // PausedAt reports whether slot s of the job is paused.

@@ -229,19 +229,7 @@ func New(cfg Config) (*Scheduler, error) {
 	s := &Scheduler{cfg: cfg, lease: lease, metrics: m, clock: cfg.Clock,
 		log: cfg.Logger.With("replica", cfg.Replica), ctlCheckEvery: time.Second}
 	for _, j := range cfg.Jobs {
-		if j.Prefer == "" {
-			j.Prefer = PreferMissed
-		}
-		if j.Grace == 0 {
-			j.Grace = 2 * lease.TTL
-		}
-		if j.MaxCatchup == 0 {
-			j.MaxCatchup = 100
-		}
-		j.Stream = jobStream(j)
-		if j.Payload == "" {
-			j.Payload = "{}"
-		}
+		j = withJobDefaults(j, lease.TTL)
 		// Looking the series up creates them at zero, so that increase()
 		// sees the first event and dashboards list every job.
 		m.JobInfo.WithLabelValues(j.Name, string(j.Prefer)).Set(1)

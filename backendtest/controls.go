@@ -38,8 +38,11 @@ func testPauseRefusesSlots(t *testing.T, h Harness, b onetick.Backend) {
 	if err != nil {
 		t.Fatalf("pause: %v", err)
 	}
-	if !c.Paused || len(c.Intervals) != 1 || !c.Intervals[0].Until.IsZero() {
+	if !c.Paused || !c.Changed || len(c.Intervals) != 1 || !c.Intervals[0].Until.IsZero() {
 		t.Fatalf("pause returned %+v, want one open interval", c)
+	}
+	if again, err := b.Pause(ctx, "p", alice); err != nil || again.Changed || len(again.Intervals) != 1 {
+		t.Fatalf("pausing a paused job: %+v, %v; want no change", again, err)
 	}
 	s := onetick.SlotOf(c.Intervals[0].Since)
 	batch := []onetick.Tick{tick("p", s, "pz"), tick("q", s, "pz")}
@@ -67,7 +70,7 @@ func testPauseRefusesSlots(t *testing.T, h Harness, b onetick.Backend) {
 	for storeSlot(t, b) <= s {
 	}
 	r, err := b.Resume(ctx, "p", onetick.Actor{Who: "bob"})
-	if err != nil || r.Paused {
+	if err != nil || r.Paused || !r.Changed {
 		t.Fatalf("resume: %+v, %v", r, err)
 	}
 	until := onetick.SlotOf(r.Intervals[0].Until)
@@ -86,8 +89,8 @@ func testPauseRefusesSlots(t *testing.T, h Harness, b onetick.Backend) {
 	}
 	// Resuming again changes nothing.
 	_, v3, _ := b.Controls(ctx)
-	if _, err := b.Resume(ctx, "p", alice); err != nil {
-		t.Fatal(err)
+	if r, err := b.Resume(ctx, "p", alice); err != nil || r.Changed {
+		t.Fatalf("resuming a job that is not paused: %+v, %v", r, err)
 	}
 	if _, v4, _ := b.Controls(ctx); v4 != v3 {
 		t.Fatalf("a resume of a job that is not paused moved the version %d -> %d", v3, v4)

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -96,6 +97,24 @@ type Lease struct {
 type HTTP struct {
 	// Listen is host:port, or "off". Default 127.0.0.1:9464.
 	Listen string `yaml:"listen"`
+	// Token is the bearer token every change through the HTTP API needs
+	// (pause, resume, trigger, backfill), and every read from a client
+	// that is not on loopback. Empty: the API is read-only. Write it as
+	// ${VAR}; it never appears in logs or errors.
+	Token string `yaml:"token"`
+}
+
+// Loopback reports whether the listener binds a loopback address only.
+func (h HTTP) Loopback() bool {
+	host, _, err := net.SplitHostPort(h.Listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Enabled reports whether the HTTP server should run.

@@ -709,7 +709,7 @@ func (p *parser) checkURL(raw string, line int) string {
 // redact removes secrets from the messages of backend.redis errors.
 func (p *parser) redact() {
 	for _, e := range p.errs {
-		if !strings.HasPrefix(e.Field, "backend.redis") {
+		if !strings.HasPrefix(e.Field, "backend.redis") && !strings.HasPrefix(e.Field, "http") {
 			continue
 		}
 		for _, s := range p.secrets {
@@ -826,7 +826,21 @@ func (p *parser) http(e entry) {
 	if m == nil || !ok {
 		return
 	}
-	sec := p.fields(p.entries(m, "http"), "http", "http", "listen")
+	sec := p.fields(p.entries(m, "http"), "http", "http", "listen", "token")
+	if te, ok := sec["token"]; ok && !isNull(te.val) {
+		if v, ok := p.str(te, "http.token"); ok {
+			p.f.HTTP.Token = v
+			switch {
+			case v == "":
+				p.errorf(te.line, "http.token", "is empty (the environment variable it names is unset or empty?); remove it for a read-only API")
+			case len(v) < 16:
+				p.errorf(te.line, "http.token", "is %d bytes long; use at least 16 random bytes (for example: openssl rand -hex 32)", len(v))
+			}
+			if v != "" {
+				p.secrets = append(p.secrets, v)
+			}
+		}
+	}
 	le, ok := sec["listen"]
 	if !ok || isNull(le.val) {
 		return

@@ -41,7 +41,7 @@ func (b *Backend) Pause(ctx context.Context, job string, a onetick.Actor) (oneti
 			c.Intervals = c.Intervals[n-maxIntervals:]
 		}
 	}
-	c.Paused, c.Actor, c.At = true, a, now.UTC()
+	c.Paused, c.Actor, c.At, c.Changed = true, a, now.UTC(), detail == ""
 	if b.ctl.paused == nil {
 		b.ctl.paused = map[string]onetick.JobControl{}
 	}
@@ -61,6 +61,7 @@ func (b *Backend) Resume(ctx context.Context, job string, a onetick.Actor) (onet
 	c, ok := b.ctl.paused[job]
 	if !ok || !c.Paused {
 		b.logControl(onetick.ControlRecord{Action: "resume", Job: job, Who: a.Who, Reason: a.Reason, At: now.UTC(), Detail: "was not paused"})
+		c.Changed = false
 		return c, nil
 	}
 	iv := append([]onetick.PauseInterval(nil), c.Intervals...)
@@ -71,6 +72,7 @@ func (b *Backend) Resume(ctx context.Context, job string, a onetick.Actor) (onet
 	}
 	c.Intervals, c.Paused, c.Actor, c.At = iv, false, a, now.UTC()
 	b.ctl.paused[job] = c
+	c.Changed = true
 	b.logControl(onetick.ControlRecord{Action: "resume", Job: job, Who: a.Who, Reason: a.Reason, At: now.UTC()})
 	b.ctl.version++
 	return c, nil

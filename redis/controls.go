@@ -37,7 +37,8 @@ func (b *Backend) pauseOrResume(ctx context.Context, s *goredis.Script, job stri
 	if err != nil {
 		return onetick.JobControl{}, err
 	}
-	if n, _ := v[0].(int64); n == -1 {
+	n, _ := v[0].(int64)
+	if n == -1 {
 		return onetick.JobControl{}, b.damageOf(v)
 	}
 	ivs, _ := v[1].(string)
@@ -46,7 +47,7 @@ func (b *Backend) pauseOrResume(ctx context.Context, s *goredis.Script, job stri
 		return onetick.JobControl{}, fmt.Errorf("redis: pause intervals %q do not parse", ivs)
 	}
 	at, _ := v[2].(int64)
-	c := onetick.JobControl{Actor: a, At: msTime(at), Intervals: iv}
+	c := onetick.JobControl{Actor: a, At: msTime(at), Intervals: iv, Changed: n == 1}
 	c.Paused = len(iv) > 0 && iv[len(iv)-1].Until.IsZero()
 	return c, nil
 }

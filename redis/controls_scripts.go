@@ -54,7 +54,8 @@ end
 `
 
 // pauseScript: KEYS paused, control, log, version; ARGV job, who, reason,
-// most intervals kept. Returns {1, intervals, now, version}, or {-1, key,
+// most intervals kept. Returns {1, intervals, now, version} ({0, ...} when
+// the job was paused already), or {-1, key,
 // reason, kind, value} when state it must write is damaged (nothing
 // written).
 var pauseScript = goredis.NewScript(luaPrelude + luaIntervals + luaControlChecks + `
@@ -80,6 +81,7 @@ end
 redis.call('HSET', KEYS[2], job, cjson.encode({paused = true, who = who, reason = reason, at = now}))
 logc({action = 'pause', job = job, who = who, reason = reason, at = now, detail = detail})
 local v = redis.call('INCR', KEYS[4])
+if detail ~= '' then return {0, fmt_iv(iv), now, v} end
 return {1, fmt_iv(iv), now, v}
 `)
 

@@ -53,6 +53,16 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = cmdStatus(ctx, rest, env)
 	case "repair":
 		err = cmdRepair(ctx, rest, env)
+	case "pause":
+		err = cmdPause(ctx, rest, env)
+	case "resume":
+		err = cmdResume(ctx, rest, env)
+	case "trigger":
+		err = cmdTrigger(ctx, rest, env)
+	case "backfill":
+		err = cmdBackfill(ctx, rest, env)
+	case "jobs":
+		err = cmdJobs(ctx, rest, env)
 	case "validate":
 		err = cmdValidate(rest, env)
 	case "next":
@@ -108,6 +118,11 @@ Usage:
   onetick run --config FILE [--listen ADDR] [--replica ID] [--redis URL] [--log-format text|json]
   onetick status --config FILE [--json] [--redis URL]
   onetick repair --config FILE [--apply] [--wait DURATION] [--redis URL]
+  onetick jobs --config FILE [--json]
+  onetick pause JOB --reason WHY --config FILE [--who NAME]
+  onetick resume JOB --config FILE [--reason WHY] [--who NAME]
+  onetick trigger JOB --config FILE [--key KEY] [--payload JSON] [--reason WHY]
+  onetick backfill JOB --from RFC3339 --to RFC3339 --config FILE [--dry-run] [--max N]
   onetick validate --config FILE
   onetick next EXPR [--tz ZONE] [--from RFC3339] [-n N] [--job NAME]
   onetick demo [--seconds N]

@@ -205,7 +205,15 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 		if err != nil {
 			return fmt.Errorf("http: %v", err)
 		}
-		srv = &http.Server{Handler: handler(reg, sched, b, jobs, done), ReadHeaderTimeout: 5 * time.Second}
+		mux := handler(reg, sched, b, jobs, done)
+		(&api{ops: &onetick.Ops{Backend: b, Jobs: jobs}, token: f.HTTP.Token, log: log, sched: sched}).register(mux)
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		switch {
+		case f.HTTP.Token == "":
+			log.Info("http API is read-only: set http.token to allow pause, resume, trigger and backfill")
+		case !f.HTTP.Loopback():
+			log.Info("http API accepts changes with the bearer token; reads from outside loopback need it too")
+		}
 		log.Info("http listening", "addr", ln.Addr().String())
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -246,8 +254,9 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	return runErr
 }
 
-// handler serves /metrics, /healthz, /readyz and /status.
-func handler(reg *prometheus.Registry, s *onetick.Scheduler, b onetick.Backend, jobs []onetick.Job, done <-chan struct{}) http.Handler {
+// handler serves /metrics, /healthz and /readyz: open to every client, so
+// that probes and a plain Prometheus scrape work (the API adds the rest).
+func handler(reg *prometheus.Registry, s *onetick.Scheduler, b onetick.Backend, jobs []onetick.Job, done <-chan struct{}) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -270,18 +279,6 @@ func handler(reg *prometheus.Registry, s *onetick.Scheduler, b onetick.Backend, 
 			return
 		}
 		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		defer cancel()
-		st, err := onetick.ReadStatus(ctx, b, jobs, 20)
-		if err != nil {
-			http.Error(w, "status: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(replicaStatus{Status: st, Replica: s.Elector().Holder(), IsLeader: s.Elector().IsLeader(),
-			Problems: s.Problems()})
 	})
 	return mux
 }

@@ -195,13 +195,9 @@ func (f *fleet) start(spec Spec) *member {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := w.Run(ctx); err != nil {
-			f.t.Errorf("member %s: run: %v", spec.Consumer, err)
-		}
-	}()
 	var once sync.Once
+	// stop and kill exist before the worker runs: a handler may crash the
+	// member as soon as Run starts.
 	m.stop = func() { once.Do(func() { cancel(); <-done }) }
 	m.kill = func() {
 		f.mu.Lock()
@@ -212,6 +208,12 @@ func (f *fleet) start(spec Spec) *member {
 		// fails, so heartbeats lapse; the cleanup stops them.
 		go m.stop()
 	}
+	go func() {
+		defer close(done)
+		if err := w.Run(ctx); err != nil {
+			f.t.Errorf("member %s: run: %v", spec.Consumer, err)
+		}
+	}()
 	f.t.Cleanup(m.stop)
 	return m
 }

@@ -1,0 +1,298 @@
+package cli
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/onetick/onetick"
+)
+
+// The HTTP API, on the replica's listener:
+//
+//	GET  /api/v1/jobs                    every job with its state
+//	GET  /api/v1/controls                the control log, newest first
+//	POST /api/v1/jobs/{job}/pause        {"reason": "...", "who": "..."}
+//	POST /api/v1/jobs/{job}/resume       {"reason": "...", "who": "..."}
+//	POST /api/v1/jobs/{job}/trigger      {"payload": {...}, "key": "..."}, or the Idempotency-Key header
+//	POST /api/v1/jobs/{job}/backfill     {"from": RFC 3339, "to": RFC 3339, "max": N, "dry_run": bool}
+//
+// Every change needs "Authorization: Bearer <http.token>"; without a
+// token in the configuration the API is read-only. Reads from a client
+// that is not on loopback need the token too, when one is configured.
+// Errors are {"error": "..."} with 400 (bad input, nothing changed), 401,
+// 403, 404 (unknown job) or 503 (the store).
+type api struct {
+	ops   *onetick.Ops
+	token string
+	log   *slog.Logger
+	sched *onetick.Scheduler
+}
+
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// fail maps an operation's error to a status code.
+func fail(w http.ResponseWriter, err error) {
+	var in *onetick.InputError
+	switch {
+	case errors.As(err, &in):
+		writeJSON(w, http.StatusBadRequest, apiError{in.Msg})
+	case errors.Is(err, onetick.ErrUnknownJob):
+		writeJSON(w, http.StatusNotFound, apiError{err.Error()})
+	default:
+		writeJSON(w, http.StatusServiceUnavailable, apiError{err.Error()})
+	}
+}
+
+func fromLoopback(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// authorized reports whether r carries the configured token (compared in
+// constant time).
+func (a *api) authorized(r *http.Request) bool {
+	if a.token == "" {
+		return false
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) == 1
+}
+
+// read guards a read: open on loopback, else the token when one is set.
+func (a *api) read(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if a.token != "" && !fromLoopback(r) && !a.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="onetick"`)
+			writeJSON(w, http.StatusUnauthorized, apiError{"a bearer token is required from outside loopback"})
+			return
+		}
+		h(w, r)
+	}
+}
+
+// change guards a change: always the token.
+func (a *api) change(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if a.token == "" {
+			writeJSON(w, http.StatusForbidden, apiError{"changes are disabled: the configuration sets no http.token"})
+			return
+		}
+		if !a.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="onetick"`)
+			writeJSON(w, http.StatusUnauthorized, apiError{"a valid bearer token is required (Authorization: Bearer <http.token>)"})
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (a *api) register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /status", a.read(a.status))
+	mux.HandleFunc("GET /api/v1/jobs", a.read(a.jobs))
+	mux.HandleFunc("GET /api/v1/controls", a.read(a.controls))
+	mux.HandleFunc("POST /api/v1/jobs/{job}/pause", a.change(a.pause))
+	mux.HandleFunc("POST /api/v1/jobs/{job}/resume", a.change(a.resume))
+	mux.HandleFunc("POST /api/v1/jobs/{job}/trigger", a.change(a.trigger))
+	mux.HandleFunc("POST /api/v1/jobs/{job}/backfill", a.change(a.backfill))
+}
+
+// body decodes a JSON request body (an empty body is an empty object).
+func body(r *http.Request, v any) error {
+	data, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return nil
+	}
+	d := json.NewDecoder(strings.NewReader(string(data)))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return &onetick.InputError{Msg: "request body: " + err.Error()}
+	}
+	return nil
+}
+
+func (a *api) ctx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), 10*time.Second)
+}
+
+type actorBody struct {
+	Reason string `json:"reason"`
+	Who    string `json:"who"`
+}
+
+func (a *api) actor(r *http.Request, b actorBody) onetick.Actor {
+	who := b.Who
+	if who == "" {
+		who = "http"
+	}
+	return onetick.Actor{Who: who + " (" + r.RemoteAddr + ")", Reason: b.Reason}
+}
+
+func (a *api) pauseOrResume(w http.ResponseWriter, r *http.Request, pause bool) {
+	var b actorBody
+	if err := body(r, &b); err != nil {
+		fail(w, err)
+		return
+	}
+	ctx, cancel := a.ctx(r)
+	defer cancel()
+	act := a.actor(r, b)
+	op := a.ops.Resume
+	if pause {
+		op = a.ops.Pause
+	}
+	c, err := op(ctx, r.PathValue("job"), act)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	what := "resumed"
+	if pause {
+		what = "paused"
+	}
+	a.log.Info("job "+what+" through the API", "job", r.PathValue("job"), "who", act.Who, "reason", act.Reason)
+	writeJSON(w, http.StatusOK, c)
+}
+
+func (a *api) pause(w http.ResponseWriter, r *http.Request)  { a.pauseOrResume(w, r, true) }
+func (a *api) resume(w http.ResponseWriter, r *http.Request) { a.pauseOrResume(w, r, false) }
+
+func (a *api) trigger(w http.ResponseWriter, r *http.Request) {
+	var b struct {
+		actorBody
+		Key     string          `json:"key"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	if err := body(r, &b); err != nil {
+		fail(w, err)
+		return
+	}
+	key := b.Key
+	if h := r.Header.Get("Idempotency-Key"); h != "" {
+		if key != "" && key != h {
+			fail(w, &onetick.InputError{Msg: "the Idempotency-Key header and the body's key differ"})
+			return
+		}
+		key = h
+	}
+	ctx, cancel := a.ctx(r)
+	defer cancel()
+	act := a.actor(r, b.actorBody)
+	res, err := a.ops.Trigger(ctx, r.PathValue("job"), key, string(b.Payload), act)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	a.log.Info("job triggered through the API", "job", r.PathValue("job"), "tick", res.Tick, "enqueued", res.Enqueued, "who", act.Who)
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (a *api) backfill(w http.ResponseWriter, r *http.Request) {
+	var b struct {
+		actorBody
+		From   string `json:"from"`
+		To     string `json:"to"`
+		Max    int    `json:"max"`
+		DryRun bool   `json:"dry_run"`
+	}
+	if err := body(r, &b); err != nil {
+		fail(w, err)
+		return
+	}
+	from, err := parseTime("from", b.From)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	to, err := parseTime("to", b.To)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	ctx, cancel := a.ctx(r)
+	defer cancel()
+	act := a.actor(r, b.actorBody)
+	res, err := a.ops.Backfill(ctx, r.PathValue("job"), from, to, b.Max, b.DryRun, act)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if !b.DryRun {
+		a.log.Info("job backfilled through the API", "job", r.PathValue("job"), "slots", len(res.Slots), "enqueued", res.Enqueued, "who", act.Who)
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// parseTime parses an RFC 3339 time of a request.
+func parseTime(field, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, &onetick.InputError{Msg: field + " is required (RFC 3339, like 2026-03-29T00:00:00Z)"}
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, &onetick.InputError{Msg: fmt.Sprintf("%s: not an RFC 3339 time (like 2026-03-29T00:00:00Z): %q", field, v)}
+	}
+	return t, nil
+}
+
+func (a *api) jobs(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := a.ctx(r)
+	defer cancel()
+	st, err := onetick.ReadStatus(ctx, a.ops.Backend, a.ops.Jobs, 0)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st.Jobs)
+}
+
+func (a *api) controls(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := a.ctx(r)
+	defer cancel()
+	recs, err := a.ops.Backend.ControlLog(ctx, 100)
+	if err != nil && !errors.Is(err, onetick.ErrDamaged) {
+		fail(w, err)
+		return
+	}
+	if recs == nil {
+		recs = []onetick.ControlRecord{}
+	}
+	writeJSON(w, http.StatusOK, recs)
+}
+
+// status is the JSON of `onetick status`, plus this replica's name,
+// whether it leads, and the damage it ran into.
+func (a *api) status(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	st, err := onetick.ReadStatus(ctx, a.ops.Backend, a.ops.Jobs, 20)
+	if err != nil {
+		http.Error(w, "status: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	writeJSON(w, http.StatusOK, replicaStatus{Status: st, Replica: a.sched.Elector().Holder(),
+		IsLeader: a.sched.Elector().IsLeader(), Problems: a.sched.Problems()})
+}

@@ -1,0 +1,262 @@
+package onetick
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// ErrUnknownJob is returned by Ops for a job name not in its set.
+var ErrUnknownJob = errors.New("onetick: unknown job")
+
+// InputError is bad input to an operation: the CLI exits 2, the HTTP API
+// answers 400. Nothing was changed.
+type InputError struct{ Msg string }
+
+func (e *InputError) Error() string { return e.Msg }
+
+func inputErr(format string, args ...any) error {
+	return &InputError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// Defaults of Ops.
+const (
+	// DefaultBackfillMax is how many slots one backfill request may
+	// enqueue unless it asks for more; BackfillMaxLimit is the most it may
+	// ask for.
+	DefaultBackfillMax = 1000
+	BackfillMaxLimit   = 10000
+	// DefaultTriggerRetention is how long a trigger's idempotency key is
+	// remembered: a retried request within it enqueues nothing.
+	DefaultTriggerRetention = 24 * time.Hour
+	// DefaultBackfillRetention is how long a backfilled slot's record
+	// lives past its slot: repeating the backfill within it enqueues
+	// nothing.
+	DefaultBackfillRetention = 7 * 24 * time.Hour
+)
+
+// Ops are the operator's actions on a set of jobs (pause, resume,
+// trigger, backfill, listing), against the store. The CLI and the HTTP
+// API both call them, so both validate and behave alike.
+type Ops struct {
+	Backend Backend
+	Jobs    []Job
+	// TriggerRetention and BackfillRetention: defaults above.
+	TriggerRetention, BackfillRetention time.Duration
+	// Now is the local clock, for validating backfill ranges; default
+	// time.Now. The store's clock still decides early slots.
+	Now func() time.Time
+}
+
+func (o *Ops) job(name string) (Job, error) {
+	for _, j := range o.Jobs {
+		if j.Name == name {
+			return withJobDefaults(j, 0), nil
+		}
+	}
+	names := make([]string, 0, len(o.Jobs))
+	for _, j := range o.Jobs {
+		names = append(names, j.Name)
+	}
+	sort.Strings(names)
+	if len(names) > 10 {
+		names = append(names[:10], fmt.Sprintf("... (%d jobs)", len(o.Jobs)))
+	}
+	return Job{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownJob, name, strings.Join(names, ", "))
+}
+
+// withJobDefaults fills a job's defaults as the scheduler does (grace
+// from ttl when given).
+func withJobDefaults(j Job, ttl time.Duration) Job {
+	if j.Prefer == "" {
+		j.Prefer = PreferMissed
+	}
+	if j.Grace == 0 && ttl > 0 {
+		j.Grace = 2 * ttl
+	}
+	if j.MaxCatchup == 0 {
+		j.MaxCatchup = 100
+	}
+	j.Stream = jobStream(j)
+	if j.Payload == "" {
+		j.Payload = "{}"
+	}
+	return j
+}
+
+// Pause pauses job (a reason is required).
+func (o *Ops) Pause(ctx context.Context, job string, a Actor) (JobControl, error) {
+	if _, err := o.job(job); err != nil {
+		return JobControl{}, err
+	}
+	if strings.TrimSpace(a.Reason) == "" {
+		return JobControl{}, inputErr("pause: a reason is required (it is recorded with the pause)")
+	}
+	return o.Backend.Pause(ctx, job, a)
+}
+
+// Resume resumes job; resuming a job that is not paused changes nothing.
+func (o *Ops) Resume(ctx context.Context, job string, a Actor) (JobControl, error) {
+	if _, err := o.job(job); err != nil {
+		return JobControl{}, err
+	}
+	return o.Backend.Resume(ctx, job, a)
+}
+
+// TriggerResult is what a trigger did.
+type TriggerResult struct {
+	Tick string `json:"tick"`
+	Key  string `json:"key"`
+	// Enqueued is false when a trigger with the same key was enqueued
+	// before (a retried request): nothing was enqueued again.
+	Enqueued bool `json:"enqueued"`
+	// Outcome is the store's answer (claimed, duplicate, broken).
+	Outcome string       `json:"outcome"`
+	Damage  *DamageError `json:"damage,omitempty"`
+}
+
+// NewTriggerKey returns a random idempotency key, for requests that bring
+// none.
+func NewTriggerKey() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// validKey: an idempotency key is part of a tick id.
+func validKey(k string) error {
+	if k == "" || len(k) > 200 {
+		return errors.New("must be 1 to 200 bytes")
+	}
+	if strings.IndexFunc(k, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return errors.New("must not contain spaces or control characters")
+	}
+	return nil
+}
+
+// Trigger enqueues one tick of job now, with payload (the job's own when
+// empty) and idempotency key (a new one when empty).
+func (o *Ops) Trigger(ctx context.Context, job, key, payload string, a Actor) (TriggerResult, error) {
+	j, err := o.job(job)
+	if err != nil {
+		return TriggerResult{}, err
+	}
+	if key == "" {
+		key = NewTriggerKey()
+	}
+	if err := validKey(key); err != nil {
+		return TriggerResult{}, inputErr("trigger: idempotency key %q %v", key, err)
+	}
+	if payload == "" {
+		payload = j.Payload
+	} else if !json.Valid([]byte(payload)) {
+		return TriggerResult{}, inputErr("trigger: payload is not valid JSON")
+	}
+	ret := o.TriggerRetention
+	if ret == 0 {
+		ret = DefaultTriggerRetention
+	}
+	t := Tick{Job: j.Name, Key: key, Stream: j.Stream, Payload: payload, MaxLen: j.MaxLen, Retention: ret, OutOfOrder: true}
+	res, err := o.Backend.Enqueue(ctx, []Tick{t}, a)
+	if err != nil {
+		return TriggerResult{}, err
+	}
+	r := TriggerResult{Tick: t.ID(), Key: key, Outcome: res.Outcomes[0].String(), Enqueued: res.Outcomes[0] == Claimed,
+		Damage: res.Damaged[0]}
+	return r, nil
+}
+
+// BackfillSlots returns the scheduled slots of job in [from, to]: from
+// before to, to not in the future, and at most max slots (max between 1
+// and BackfillMaxLimit; 0 means DefaultBackfillMax).
+func (o *Ops) BackfillSlots(job string, from, to time.Time, max int) ([]Slot, error) {
+	j, err := o.job(job)
+	if err != nil {
+		return nil, err
+	}
+	if max == 0 {
+		max = DefaultBackfillMax
+	}
+	if max < 1 || max > BackfillMaxLimit {
+		return nil, inputErr("backfill: max must be between 1 and %d, got %d", BackfillMaxLimit, max)
+	}
+	now := time.Now
+	if o.Now != nil {
+		now = o.Now
+	}
+	switch {
+	case from.IsZero() || to.IsZero():
+		return nil, inputErr("backfill: from and to are required")
+	case !from.Before(to):
+		return nil, inputErr("backfill: the range is reversed or empty: from %s is not before to %s", from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
+	case to.After(now()):
+		return nil, inputErr("backfill: to %s is in the future; backfill fills slots that are due", to.UTC().Format(time.RFC3339))
+	}
+	lo, hi := SlotOf(from)-1, SlotOf(to)
+	if n := countSlots(j.Schedule, lo, hi, int64(max)+1); n > int64(max) {
+		return nil, inputErr("backfill: %s to %s holds more than %d slots of %s; narrow the range or raise max (at most %d)",
+			from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), max, job, BackfillMaxLimit)
+	}
+	var out []Slot
+	for s := nextSlot(j.Schedule, lo); s != noSlot && s <= hi; s = nextSlot(j.Schedule, s) {
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// BackfillResult is what a backfill did, slot by slot.
+type BackfillResult struct {
+	Slots      []Slot   `json:"slots"`
+	Outcomes   []string `json:"outcomes"`
+	Enqueued   int      `json:"enqueued"`
+	Duplicates int      `json:"duplicates"`
+	Other      int      `json:"other"`
+	DryRun     bool     `json:"dry_run"`
+}
+
+// Backfill enqueues the scheduled slots of job in [from, to] with their
+// scheduled identities, in order; with dryRun it only lists them.
+func (o *Ops) Backfill(ctx context.Context, job string, from, to time.Time, max int, dryRun bool, a Actor) (BackfillResult, error) {
+	slots, err := o.BackfillSlots(job, from, to, max)
+	if err != nil {
+		return BackfillResult{}, err
+	}
+	r := BackfillResult{Slots: slots, DryRun: dryRun, Outcomes: []string{}}
+	if r.Slots == nil {
+		r.Slots = []Slot{}
+	}
+	if dryRun || len(slots) == 0 {
+		return r, nil
+	}
+	j, _ := o.job(job)
+	ret := o.BackfillRetention
+	if ret == 0 {
+		ret = DefaultBackfillRetention
+	}
+	ticks := make([]Tick, len(slots))
+	for i, s := range slots {
+		ticks[i] = Tick{Job: j.Name, Slot: s, Stream: j.Stream, Payload: j.Payload, MaxLen: j.MaxLen, Retention: ret, OutOfOrder: true}
+	}
+	res, err := o.Backend.Enqueue(ctx, ticks, a)
+	if err != nil {
+		return BackfillResult{}, err
+	}
+	for _, x := range res.Outcomes {
+		r.Outcomes = append(r.Outcomes, x.String())
+		switch x {
+		case Claimed:
+			r.Enqueued++
+		case Duplicate:
+			r.Duplicates++
+		default:
+			r.Other++
+		}
+	}
+	return r, nil
+}
