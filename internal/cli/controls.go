@@ -197,8 +197,10 @@ func cmdBackfill(ctx context.Context, args []string, env Env) error {
 		for i, s := range res.Slots {
 			state := "would enqueue"
 			if !res.DryRun {
-				state = res.Outcomes[i]
-				if state == onetick.Duplicate.String() {
+				switch state = res.Outcomes[i]; state {
+				case onetick.Claimed.String():
+					state = "enqueued"
+				case onetick.Duplicate.String():
 					state = "already enqueued"
 				}
 			}

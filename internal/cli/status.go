@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -76,28 +77,42 @@ func printStatus(w io.Writer, st *onetick.Status) {
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\njobs:")
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NAME\tSCHEDULE\tZONE\tPREFER\tLAST FIRED\tNEXT\tGAP")
+	fmt.Fprintln(tw, "  NAME\tSCHEDULE\tZONE\tPREFER\tLAST FIRED\tNEXT\tSTATE")
 	for _, j := range st.Jobs {
 		loc, err := time.LoadLocation(j.Zone)
 		if err != nil {
 			loc = time.UTC
 		}
-		gap := "none"
+		state := jobState(j)
 		if j.Gap > 0 {
-			gap = fmt.Sprintf("%d missed (%s .. %s)", j.Gap, fmtSlot(j.GapFrom, loc), fmtSlot(j.GapTo, loc))
-		}
-		if len(j.Damage) > 0 {
-			gap = "DAMAGED: see below"
+			state = strings.Replace(state, fmt.Sprintf("%d missed", j.Gap),
+				fmt.Sprintf("%d missed (%s .. %s)", j.Gap, fmtSlot(j.GapFrom, loc), fmtSlot(j.GapTo, loc)), 1)
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, j.Schedule, j.Zone, j.Prefer,
-			fmtSlot(j.LastFired, loc), fmtSlot(j.Next, loc), gap)
+			fmtSlot(j.LastFired, loc), fmtSlot(j.Next, loc), state)
 	}
 	_ = tw.Flush()
+	if len(st.Controls) > 0 {
+		fmt.Fprintln(w, "\nrecent controls (newest first):")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  AT\tACTION\tJOB\tWHO\tREASON\tDETAIL")
+		for _, c := range st.Controls {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", c.At.Format(time.RFC3339), c.Action, c.Job, c.Who, dash(c.Reason), dash(c.Detail))
+		}
+		_ = tw.Flush()
+	}
 	if len(st.Damage) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "\ndamaged store state (onetick refuses what depends on it; nothing else is affected):")
 	printDamage(w, st.Damage)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func printDamage(w io.Writer, ds []*onetick.DamageError) {
