@@ -30,6 +30,8 @@
 //	  safety_margin: 1.5s      # default ttl/10; ttl - safety_margin must exceed renew
 //	http:
 //	  listen: 127.0.0.1:9464   # default 127.0.0.1:9464 (loopback); "off" disables
+//	  token: ${ONETICK_HTTP_TOKEN} # bearer token for API changes (and reads from outside
+//	                           # loopback); at least 16 bytes; absent: the API is read-only
 //	jobs:
 //	  - name: nightly-billing        # required, unique; no spaces, at most 200 bytes
 //	    schedule: "0 2 * * *"        # required; see package cron
