@@ -37,7 +37,10 @@ type File struct {
 	Backend Backend `yaml:"backend"`
 	Lease   Lease   `yaml:"lease"`
 	HTTP    HTTP    `yaml:"http"`
-	Jobs    []Job   `yaml:"jobs"`
+	// Role is what each replica does: both (default), scheduler or worker.
+	Role   string `yaml:"role"`
+	Worker Worker `yaml:"worker"`
+	Jobs   []Job  `yaml:"jobs"`
 
 	// dir is the directory relative TLS file names are resolved against
 	// (set by Load; empty: the working directory).
@@ -132,6 +135,9 @@ type Job struct {
 	MaxLen     int64    `yaml:"max_len"`
 	// Payload is the job's payload as compact JSON.
 	Payload string `yaml:"payload"`
+	// Run is what the daemon's worker runs once per tick; nil: the ticks
+	// are left in the stream for consumers of your own.
+	Run *Run `yaml:"run,omitempty"`
 	// Line is the line of the job in the file (0 when unknown).
 	Line int `yaml:"-"`
 }

@@ -539,17 +539,19 @@ func decodeScalar(n *yaml.Node, out any) (err error) {
 func (p *parser) top(root *yaml.Node) {
 	m, ok := p.mapping(root, rootLine(root), "")
 	if !ok {
-		p.errs[len(p.errs)-1].Msg = "the top level must be a mapping with the keys backend, lease, http and jobs"
+		p.errs[len(p.errs)-1].Msg = "the top level must be a mapping with the keys backend, lease, http, role, worker and jobs"
 		return
 	}
 	var es []entry
 	if m != nil {
 		es = p.entries(m, "")
 	}
-	sec := p.fields(es, "", "", "backend", "lease", "http", "jobs")
+	sec := p.fields(es, "", "", "backend", "lease", "http", "role", "worker", "jobs")
 	prefix := p.backend(sec["backend"])
 	ttl := p.lease(sec["lease"])
 	p.http(sec["http"])
+	p.role(sec["role"])
+	p.worker(sec["worker"])
 	p.jobs(sec["jobs"], prefix, ttl)
 }
 
@@ -945,7 +947,7 @@ func (p *parser) job(i int, item *yaml.Node, bad map[string]bool) (Job, bool) {
 			}
 		}
 	}
-	sec := p.fields(es, plain, disp, "name", "schedule", "timezone", "prefer", "grace", "max_catchup", "stream", "max_len", "payload")
+	sec := p.fields(es, plain, disp, "name", "schedule", "timezone", "prefer", "grace", "max_catchup", "stream", "max_len", "payload", "run")
 	fail := func(key string, ok bool) {
 		if !ok {
 			bad[plain+"."+key] = true
@@ -980,6 +982,11 @@ func (p *parser) job(i int, item *yaml.Node, bad map[string]bool) (Job, bool) {
 		var ok bool
 		j.Payload, ok = p.payload(e, disp+".payload")
 		fail("payload", ok)
+	}
+	if e, ok := sec["run"]; ok && !isNull(e.val) {
+		var ok bool
+		j.Run, ok = p.run(e, disp)
+		fail("run", ok)
 	}
 	return j, true
 }

@@ -1,0 +1,398 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Run is what a job runs once per tick, in the daemon's worker: a command
+// or an HTTP call, with the worker's per-job options.
+type Run struct {
+	Command *CommandRun `yaml:"command"`
+	HTTP    *HTTPRun    `yaml:"http"`
+	// Timeout bounds one attempt (default: none for a command, 30s for HTTP).
+	Timeout Duration `yaml:"timeout"`
+	// MaxAttempts: a failed attempt is retried with backoff until this
+	// many attempts, then the tick goes to the dead letters. Default 3.
+	MaxAttempts int `yaml:"max_attempts"`
+	// Backoff is the first retry's delay, doubling per attempt with jitter
+	// up to MaxBackoff. Defaults 1s and 10m.
+	Backoff    Duration `yaml:"backoff"`
+	MaxBackoff Duration `yaml:"max_backoff"`
+	// Overlap is skip (default), queue or allow.
+	Overlap string `yaml:"overlap"`
+	Line    int    `yaml:"-"`
+}
+
+// CommandRun runs a program: argv, no shell unless argv names one.
+type CommandRun struct {
+	Argv      []string          `yaml:"argv"`
+	Env       map[string]string `yaml:"env"`
+	Dir       string            `yaml:"dir"`
+	KillGrace Duration          `yaml:"kill_grace"`
+}
+
+// HTTPRun calls a URL, signed per the Standard Webhooks spec.
+type HTTPRun struct {
+	Method  string            `yaml:"method"`
+	URL     string            `yaml:"url"`
+	Headers map[string]string `yaml:"headers"`
+	// Secrets sign each request ("whsec_" + base64); several while
+	// receivers rotate. Write them as ${VAR}.
+	Secrets []string `yaml:"secrets"`
+}
+
+// Worker configures the worker half of each replica: it runs the jobs that
+// have a run block.
+type Worker struct {
+	Group           string   `yaml:"group"`
+	Concurrency     int      `yaml:"concurrency"`
+	TakeoverIdle    Duration `yaml:"takeover_idle"`
+	Heartbeat       Duration `yaml:"heartbeat"`
+	DoneRetention   Duration `yaml:"done_retention"`
+	MaxDeliveries   int      `yaml:"max_deliveries"`
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+}
+
+// Roles of a replica.
+const (
+	RoleBoth      = "both"
+	RoleScheduler = "scheduler"
+	RoleWorker    = "worker"
+)
+
+// Worker defaults (applied by Parse).
+const (
+	DefaultWorkerGroup     = "onetick"
+	DefaultConcurrency     = 10
+	DefaultTakeoverIdle    = 30 * time.Second
+	DefaultDoneRetention   = 24 * time.Hour
+	DefaultMaxDeliveries   = 10
+	DefaultShutdownTimeout = 8 * time.Second
+	DefaultMaxAttempts     = 3
+	DefaultBackoff         = time.Second
+	DefaultMaxBackoff      = 10 * time.Minute
+	DefaultOverlap         = "skip"
+	DefaultHTTPTimeout     = 30 * time.Second
+)
+
+func (p *parser) role(e entry) {
+	p.f.Role = RoleBoth
+	if !e.ok() || isNull(e.val) {
+		return
+	}
+	v, ok := p.str(e, "role")
+	if !ok {
+		return
+	}
+	switch v {
+	case RoleBoth, RoleScheduler, RoleWorker:
+		p.f.Role = v
+	default:
+		p.errorf(e.line, "role", "must be both, scheduler or worker, got %q", short(v))
+	}
+}
+
+func (p *parser) worker(e entry) {
+	w := &p.f.Worker
+	*w = Worker{Group: DefaultWorkerGroup, Concurrency: DefaultConcurrency, TakeoverIdle: Duration(DefaultTakeoverIdle),
+		DoneRetention: Duration(DefaultDoneRetention), MaxDeliveries: DefaultMaxDeliveries, ShutdownTimeout: Duration(DefaultShutdownTimeout)}
+	if !e.ok() {
+		return
+	}
+	m, ok := p.mapping(e.val, e.line, "worker")
+	if m == nil || !ok {
+		return
+	}
+	sec := p.fields(p.entries(m, "worker"), "worker", "worker", "group", "concurrency", "takeover_idle", "heartbeat",
+		"done_retention", "max_deliveries", "shutdown_timeout")
+	if x, ok := sec["group"]; ok {
+		if v, ok := p.str(x, "worker.group"); ok && v != "" {
+			if strings.ContainsAny(v, " \t\n") {
+				p.errorf(x.line, "worker.group", "must not contain spaces")
+			}
+			w.Group = v
+		}
+	}
+	ints := []struct {
+		key string
+		dst *int
+		hi  int64
+	}{{"concurrency", &w.Concurrency, 10000}, {"max_deliveries", &w.MaxDeliveries, 1000}}
+	for _, f := range ints {
+		if x, ok := sec[f.key]; ok {
+			if v, ok := p.integer(x, "worker."+f.key, 1, f.hi); ok && v != 0 {
+				*f.dst = int(v)
+			}
+		}
+	}
+	durs := []struct {
+		key string
+		dst *Duration
+	}{{"takeover_idle", &w.TakeoverIdle}, {"heartbeat", &w.Heartbeat}, {"done_retention", &w.DoneRetention},
+		{"shutdown_timeout", &w.ShutdownTimeout}}
+	for _, f := range durs {
+		if x, ok := sec[f.key]; ok {
+			if v, ok := p.dur(x, "worker."+f.key); ok {
+				if v < 0 {
+					p.errorf(x.line, "worker."+f.key, "must not be negative, got %s", v)
+				} else if v != 0 {
+					*f.dst = v
+				}
+			}
+		}
+	}
+	line := e.line
+	if w.Heartbeat == 0 {
+		w.Heartbeat = w.TakeoverIdle / 6
+	}
+	switch {
+	case w.TakeoverIdle.D() < 100*time.Millisecond:
+		p.errorf(p.f.line("worker.takeover_idle", line), "worker.takeover_idle", "must be at least 100ms, got %s", w.TakeoverIdle)
+	case w.Heartbeat > w.TakeoverIdle/3:
+		p.errorf(p.f.line("worker.heartbeat", line), "worker.heartbeat", "%s must be at most a third of takeover_idle (%s): a live consumer must heartbeat several times before its ticks may be taken over", w.Heartbeat, w.TakeoverIdle)
+	case w.DoneRetention < w.TakeoverIdle:
+		p.errorf(p.f.line("worker.done_retention", line), "worker.done_retention", "%s must be at least takeover_idle (%s): a done record must outlive every redelivery", w.DoneRetention, w.TakeoverIdle)
+	}
+}
+
+// run reads a job's run block.
+func (p *parser) run(e entry, disp string) (*Run, bool) {
+	path := disp + ".run"
+	m, ok := p.mapping(e.val, e.line, path)
+	if !ok {
+		return nil, false
+	}
+	if m == nil {
+		p.errorf(e.line, path, "is empty: give a command or an http call")
+		return nil, false
+	}
+	r := &Run{Line: e.line}
+	sec := p.fields(p.entries(m, path), path, path, "command", "http", "timeout", "max_attempts", "backoff", "max_backoff", "overlap")
+	good := true
+	if x, ok := sec["timeout"]; ok {
+		r.Timeout, ok = p.dur(x, path+".timeout")
+		good = good && ok
+	}
+	if x, ok := sec["backoff"]; ok {
+		r.Backoff, ok = p.dur(x, path+".backoff")
+		good = good && ok
+	}
+	if x, ok := sec["max_backoff"]; ok {
+		r.MaxBackoff, ok = p.dur(x, path+".max_backoff")
+		good = good && ok
+	}
+	if x, ok := sec["max_attempts"]; ok {
+		v, ok := p.integer(x, path+".max_attempts", 1, 1000)
+		r.MaxAttempts = int(v)
+		good = good && ok
+	}
+	if x, ok := sec["overlap"]; ok {
+		v, ok := p.str(x, path+".overlap")
+		switch {
+		case !ok:
+			good = false
+		case v == "skip" || v == "queue" || v == "allow" || v == "":
+			r.Overlap = v
+		default:
+			p.errorf(x.line, path+".overlap", "must be skip, queue or allow, got %q", short(v))
+			good = false
+		}
+	}
+	c, hasC := sec["command"]
+	h, hasH := sec["http"]
+	switch {
+	case hasC && hasH:
+		p.errorf(h.line, path, "has both command and http: give one")
+		return nil, false
+	case !hasC && !hasH:
+		p.errorf(e.line, path, "needs a command or an http call")
+		return nil, false
+	case hasC:
+		r.Command, ok = p.command(c, path+".command")
+	default:
+		r.HTTP, ok = p.httpRun(h, path+".http")
+	}
+	good = good && ok
+	if r.Backoff == 0 {
+		r.Backoff = Duration(DefaultBackoff)
+	}
+	if r.MaxBackoff == 0 {
+		r.MaxBackoff = Duration(DefaultMaxBackoff)
+	}
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = DefaultMaxAttempts
+	}
+	if r.Overlap == "" {
+		r.Overlap = DefaultOverlap
+	}
+	if r.HTTP != nil && r.Timeout == 0 {
+		r.Timeout = Duration(DefaultHTTPTimeout)
+	}
+	if good && r.MaxBackoff < r.Backoff {
+		p.errorf(p.f.line(path+".max_backoff", e.line), path+".max_backoff", "%s is below backoff (%s)", r.MaxBackoff, r.Backoff)
+		good = false
+	}
+	for _, k := range []string{"timeout", "backoff", "max_backoff"} {
+		var d Duration
+		switch k {
+		case "timeout":
+			d = r.Timeout
+		case "backoff":
+			d = r.Backoff
+		default:
+			d = r.MaxBackoff
+		}
+		if d < 0 {
+			p.errorf(p.f.line(path+"."+k, e.line), path+"."+k, "must not be negative, got %s", d)
+			good = false
+		}
+	}
+	return r, good
+}
+
+// command reads a command run: either a list (the argv) or a mapping with
+// argv, env, dir and kill_grace.
+func (p *parser) command(e entry, path string) (*CommandRun, bool) {
+	c := &CommandRun{}
+	d := deref(e.val)
+	if d != nil && d.Kind == yaml.SequenceNode {
+		var ok bool
+		c.Argv, ok = p.strList(e, path)
+		if ok && len(c.Argv) == 0 {
+			p.errorf(e.line, path, "is an empty list: give the program and its arguments")
+			ok = false
+		}
+		return c, ok
+	}
+	m, ok := p.mapping(e.val, e.line, path)
+	if !ok || m == nil {
+		if ok {
+			p.errorf(e.line, path, "is empty: give the program and its arguments (argv)")
+		}
+		return nil, false
+	}
+	sec := p.fields(p.entries(m, path), path, path, "argv", "env", "dir", "kill_grace")
+	good := true
+	if x, ok := sec["argv"]; ok {
+		c.Argv, ok = p.strList(x, path+".argv")
+		good = good && ok
+	}
+	if len(c.Argv) == 0 && good {
+		p.errorf(e.line, path+".argv", "is required: the program and its arguments, as a list")
+		good = false
+	}
+	if x, ok := sec["env"]; ok {
+		c.Env, ok = p.strMap(x, path+".env")
+		good = good && ok
+		for k := range c.Env {
+			if strings.HasPrefix(k, "ONETICK_") {
+				p.errorf(x.line, path+".env", "%s: names starting with ONETICK_ are set by onetick", k)
+				good = false
+			}
+		}
+	}
+	if x, ok := sec["dir"]; ok {
+		c.Dir, ok = p.str(x, path+".dir")
+		good = good && ok
+	}
+	if x, ok := sec["kill_grace"]; ok {
+		c.KillGrace, ok = p.dur(x, path+".kill_grace")
+		good = good && ok
+	}
+	return c, good
+}
+
+func (p *parser) httpRun(e entry, path string) (*HTTPRun, bool) {
+	m, ok := p.mapping(e.val, e.line, path)
+	if !ok || m == nil {
+		if ok {
+			p.errorf(e.line, path, "is empty: give at least url and secrets")
+		}
+		return nil, false
+	}
+	h := &HTTPRun{}
+	sec := p.fields(p.entries(m, path), path, path, "method", "url", "headers", "secrets")
+	good := true
+	if x, ok := sec["method"]; ok {
+		h.Method, ok = p.str(x, path+".method")
+		good = good && ok
+	}
+	if x, ok := sec["url"]; ok {
+		h.URL, ok = p.str(x, path+".url")
+		good = good && ok
+		if ok {
+			u, err := url.Parse(h.URL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				p.errorf(x.line, path+".url", "must be an absolute http:// or https:// URL")
+				good = false
+			}
+		}
+	} else {
+		p.errorf(e.line, path+".url", "is required")
+		good = false
+	}
+	if x, ok := sec["headers"]; ok {
+		h.Headers, ok = p.strMap(x, path+".headers")
+		good = good && ok
+	}
+	if x, ok := sec["secrets"]; ok {
+		h.Secrets, ok = p.strList(x, path+".secrets")
+		good = good && ok
+		for _, s := range h.Secrets {
+			if s != "" {
+				p.secrets = append(p.secrets, s)
+			}
+		}
+	}
+	if len(h.Secrets) == 0 && good {
+		p.errorf(e.line, path+".secrets", "is required: at least one signing secret (whsec_...), written as ${VAR}")
+		good = false
+	}
+	return h, good
+}
+
+// strList reads a list of strings.
+func (p *parser) strList(e entry, path string) ([]string, bool) {
+	d := deref(e.val)
+	if d == nil || isNull(e.val) {
+		return nil, true
+	}
+	if d.Kind != yaml.SequenceNode {
+		p.errorf(e.line, path, "must be a list of strings, got %s", p.kindText(d))
+		return nil, false
+	}
+	if !p.spend(len(d.Content), e.line) {
+		return nil, false
+	}
+	out := make([]string, 0, len(d.Content))
+	for i, it := range d.Content {
+		v, ok := p.str(entry{line: it.Line, val: it}, fmt.Sprintf("%s[%d]", path, i))
+		if !ok {
+			return nil, false
+		}
+		out = append(out, v)
+	}
+	return out, true
+}
+
+// strMap reads a mapping of strings to strings.
+func (p *parser) strMap(e entry, path string) (map[string]string, bool) {
+	m, ok := p.mapping(e.val, e.line, path)
+	if !ok || m == nil {
+		return nil, ok
+	}
+	out := map[string]string{}
+	for _, x := range p.entries(m, path) {
+		v, ok := p.str(x, path+"."+x.name)
+		if !ok {
+			return nil, false
+		}
+		out[x.name] = v
+	}
+	return out, true
+}
