@@ -69,7 +69,7 @@ func (c *Command) Execute(ctx context.Context, r Run) error {
 	tick := r.tickID()
 	name := c.argv[0]
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("command %s: not started: %w", name, context.Cause(ctx))
+		return fmt.Errorf("command %s: not started: %w", name, ctxErr(ctx))
 	}
 	log := c.log.With("job", r.Job, "tick", tick)
 
@@ -155,7 +155,7 @@ wait:
 			done = nil
 			stopped = errTimedOut
 			if ctx.Err() != nil {
-				stopped = context.Cause(ctx)
+				stopped = ctxErr(ctx)
 			}
 			lifeW.Close() // the supervisor terminates the group
 			backstop = time.After(c.grace + reapBound + backstopMargin)

@@ -63,6 +63,16 @@ func (e *retryAfterError) Error() string {
 func (e *retryAfterError) Unwrap() error             { return e.err }
 func (e *retryAfterError) RetryAfter() time.Duration { return e.delay }
 
+// ctxErr is why ctx ended, wrapping both ctx.Err() and a distinct cause,
+// so errors.Is finds context.Canceled as well as the caller's own cause.
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
+}
+
 // RetryAfter reports the minimum delay err asks for before the next
 // attempt, if any error in its chain has a RetryAfter() time.Duration method.
 func RetryAfter(err error) (time.Duration, bool) {

@@ -196,7 +196,7 @@ type requestBody struct {
 func (h *HTTP) Execute(ctx context.Context, r Run) error {
 	tick := r.tickID()
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("http %s: not sent: %w", tick, context.Cause(ctx))
+		return fmt.Errorf("http %s: not sent: %w", tick, ctxErr(ctx))
 	}
 	payload := r.Payload
 	if len(payload) == 0 {
@@ -232,7 +232,7 @@ func (h *HTTP) Execute(ctx context.Context, r Run) error {
 		}
 		switch {
 		case ctx.Err() != nil:
-			err = fmt.Errorf("%s %s: abandoned: %w", h.method, h.safeURL, context.Cause(ctx))
+			err = fmt.Errorf("%s %s: abandoned: %w", h.method, h.safeURL, ctxErr(ctx))
 		case errors.Is(actx.Err(), context.DeadlineExceeded):
 			err = fmt.Errorf("%s %s: timed out: no response within %s", h.method, h.safeURL, h.timeout)
 		default:

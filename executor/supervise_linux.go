@@ -155,7 +155,7 @@ func supervise(graceText string) int {
 		}
 	}()
 
-	terminating := false
+	terminating, exited := false, false
 	var killc, giveUpc <-chan time.Time
 	// terminate starts the SIGTERM, grace, SIGKILL sequence once; it
 	// reports whether the group had members to signal.
@@ -196,13 +196,16 @@ func supervise(graceText string) int {
 					m.Code, m.Signal = -1, int(r.ws.Signal())
 				}
 				report(m)
+				exited = true
 				// A run ends when its command does: whatever it left
 				// running in its group is terminated too.
 				if terminate() {
 					report(statusMsg{Event: "leftovers"})
 				}
 			}
-			if terminating && groupGone() {
+			// The reaper runs ahead of this loop: the command's own exit
+			// may still be queued when the group is already empty.
+			if exited && groupGone() {
 				return finish()
 			}
 		case <-lifelineClosed:

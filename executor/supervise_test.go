@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -135,5 +136,78 @@ func TestCommandDiesWithOnetick(t *testing.T) {
 	if alive(bg) {
 		syscall.Kill(bg, syscall.SIGKILL)
 		t.Fatalf("grandchild %d outlived onetick", bg)
+	}
+}
+
+// liveMembers lists the processes of group pgid that are not zombies,
+// from /proc: after a SIGKILL a member stays a zombie until its parent (or
+// init, which the test cannot rely on) reaps it, and a zombie runs nothing.
+func liveMembers(t *testing.T, pgid int) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// pid (comm) state ppid pgrp ...; comm may contain spaces.
+		i := strings.LastIndexByte(string(stat), ')')
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
+			live = append(live, pid)
+		}
+	}
+	return live
+}
+
+func TestSupervisorStopsTheRunWhenSignalled(t *testing.T) {
+	c, rec := newCommand(t, executor.CommandConfig{Argv: sh(grandchildScript), KillGrace: time.Minute})
+	done := make(chan error, 1)
+	go func() { done <- c.Execute(context.Background(), testRun()) }()
+	bg := bgPID(t, rec)
+	pgid := commandPID(t, rec)
+	e := rec.WaitFor(t, "command started", func(e entry) bool { return e.Msg == "command started" })
+	supervisor, _ := strconv.Atoi(e.Attrs["supervisor"])
+	syscall.Kill(supervisor, syscall.SIGTERM)
+	err := <-done
+	var ee *executor.ExitError
+	if !errors.As(err, &ee) || ee.Signal != syscall.SIGTERM || !strings.Contains(err.Error(), "supervisor was signalled") {
+		t.Fatalf("Execute = %v, want the command ended by SIGTERM through its signalled supervisor", err)
+	}
+	assertAllGone(t, pgid, bg)
+}
+
+// A frozen supervisor cannot stop the run: Execute's backstop kills the
+// group and the supervisor after KillGrace plus its margins (about ten
+// seconds here).
+func TestFrozenSupervisorIsKilledByTheBackstop(t *testing.T) {
+	c, rec := newCommand(t, executor.CommandConfig{Argv: sh(grandchildScript), KillGrace: 100 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Execute(ctx, testRun()) }()
+	bgPID(t, rec) // the grandchild runs
+	pgid := commandPID(t, rec)
+	e := rec.WaitFor(t, "command started", func(e entry) bool { return e.Msg == "command started" })
+	supervisor, _ := strconv.Atoi(e.Attrs["supervisor"])
+	syscall.Kill(supervisor, syscall.SIGSTOP)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Execute = %v, want context.Canceled", err)
+	}
+	rec.WaitFor(t, "backstop warning", func(e entry) bool { return strings.Contains(e.Msg, "did not stop in time") })
+	if live := liveMembers(t, pgid); len(live) > 0 {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		t.Fatalf("processes %v of the group are alive after the backstop", live)
+	}
+	if alive(supervisor) {
+		t.Fatalf("supervisor %d alive after the backstop", supervisor)
 	}
 }
