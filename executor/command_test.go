@@ -45,12 +45,44 @@ func testRun() executor.Run {
 // the executor logs it when the supervisor reports the start.
 func commandPID(t *testing.T, rec *recorder) int {
 	t.Helper()
-	e := rec.WaitFor(t, "command started", func(e entry) bool { return e.Msg == "command started" })
-	pid, err := strconv.Atoi(e.Attrs["pid"])
-	if err != nil || pid <= 1 {
-		t.Fatalf("command started with pid %q", e.Attrs["pid"])
-	}
+	pid, _ := startedPIDs(t, rec)
 	return pid
+}
+
+// startedPIDs reads the command's and its supervisor's pids from the
+// executor's "command started" debug line.
+func startedPIDs(t *testing.T, rec *recorder) (command, supervisor int) {
+	t.Helper()
+	e := rec.WaitFor(t, "command started", func(e entry) bool { return e.Msg == "command started" })
+	command, err1 := strconv.Atoi(e.Attrs["pid"])
+	supervisor, err2 := strconv.Atoi(e.Attrs["supervisor"])
+	if err1 != nil || err2 != nil || command <= 1 || supervisor <= 1 {
+		t.Fatalf("command started with %v", e.Attrs)
+	}
+	return command, supervisor
+}
+
+// running is a run started in the background whose command has
+// backgrounded its grandchild.
+type running struct {
+	done                 chan error
+	cancel               context.CancelFunc
+	pgid, bg, supervisor int
+}
+
+// startRun starts c on a cancellable context and waits until the script
+// reported its grandchild ("bg <pid>").
+func startRun(t *testing.T, c *executor.Command, rec *recorder) running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := running{done: make(chan error, 1), cancel: cancel}
+	go func() { r.done <- c.Execute(ctx, testRun()) }()
+	r.bg = bgPID(t, rec)
+	r.pgid, r.supervisor = startedPIDs(t, rec)
+	if !alive(r.bg) || !groupAlive(r.pgid) {
+		t.Fatal("grandchild or group not running")
+	}
+	return r
 }
 
 // bgPID waits for the "bg <pid>" line the test scripts print after
@@ -236,20 +268,12 @@ func TestCommandTimeoutKillsProcessGroup(t *testing.T) {
 
 func TestCommandCancelKillsProcessGroup(t *testing.T) {
 	c, rec := newCommand(t, executor.CommandConfig{Argv: sh(grandchildScript), KillGrace: time.Minute})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Execute(ctx, testRun()) }()
-	bg := bgPID(t, rec)
-	pgid := commandPID(t, rec)
-	if !alive(bg) || !groupAlive(pgid) {
-		t.Fatal("grandchild or group not running before the cancellation")
-	}
-	cancel()
-	err := <-done
-	if !errors.Is(err, context.Canceled) {
+	r := startRun(t, c, rec)
+	r.cancel()
+	if err := <-r.done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Execute = %v, want context.Canceled", err)
 	}
-	assertAllGone(t, pgid, bg)
+	assertAllGone(t, r.pgid, r.bg)
 }
 
 func TestCommandKillGraceForGroupIgnoringSIGTERM(t *testing.T) {
@@ -257,20 +281,16 @@ func TestCommandKillGraceForGroupIgnoringSIGTERM(t *testing.T) {
 	// the SIGKILL after the grace ends them.
 	const grace = 1500 * time.Millisecond
 	c, rec := newCommand(t, executor.CommandConfig{Argv: sh(`trap "" TERM; sleep 300 & echo "bg $!"; wait`), KillGrace: grace})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Execute(ctx, testRun()) }()
-	bg := bgPID(t, rec)
-	pgid := commandPID(t, rec)
+	r := startRun(t, c, rec)
 	cancelled := time.Now()
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	r.cancel()
+	if err := <-r.done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Execute = %v, want context.Canceled", err)
 	}
 	if took := time.Since(cancelled); took < grace {
 		t.Errorf("returned %s after the cancellation, before the %s grace", took, grace)
 	}
-	assertAllGone(t, pgid, bg)
+	assertAllGone(t, r.pgid, r.bg)
 }
 
 func TestCommandGetsSIGTERMFirst(t *testing.T) {
@@ -278,19 +298,15 @@ func TestCommandGetsSIGTERMFirst(t *testing.T) {
 		Argv:      sh(`trap 'echo got-term; exit 0' TERM; sleep 300 & echo "bg $!"; wait`),
 		KillGrace: time.Hour, // a SIGKILL would come far too late to matter
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Execute(ctx, testRun()) }()
-	bg := bgPID(t, rec)
-	pgid := commandPID(t, rec)
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	r := startRun(t, c, rec)
+	r.cancel()
+	if err := <-r.done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Execute = %v, want context.Canceled", err)
 	}
 	if lines := rec.Lines("stdout"); lines[len(lines)-1] != "got-term" {
 		t.Errorf("stdout %q: the trap did not run", lines)
 	}
-	assertAllGone(t, pgid, bg)
+	assertAllGone(t, r.pgid, r.bg)
 }
 
 func TestCommandLeftoversAreTerminatedWhenItExits(t *testing.T) {

@@ -170,19 +170,15 @@ func liveMembers(t *testing.T, pgid int) []int {
 
 func TestSupervisorStopsTheRunWhenSignalled(t *testing.T) {
 	c, rec := newCommand(t, executor.CommandConfig{Argv: sh(grandchildScript), KillGrace: time.Minute})
-	done := make(chan error, 1)
-	go func() { done <- c.Execute(context.Background(), testRun()) }()
-	bg := bgPID(t, rec)
-	pgid := commandPID(t, rec)
-	e := rec.WaitFor(t, "command started", func(e entry) bool { return e.Msg == "command started" })
-	supervisor, _ := strconv.Atoi(e.Attrs["supervisor"])
-	syscall.Kill(supervisor, syscall.SIGTERM)
-	err := <-done
+	r := startRun(t, c, rec)
+	defer r.cancel()
+	syscall.Kill(r.supervisor, syscall.SIGTERM)
+	err := <-r.done
 	var ee *executor.ExitError
 	if !errors.As(err, &ee) || ee.Signal != syscall.SIGTERM || !strings.Contains(err.Error(), "supervisor was signalled") {
 		t.Fatalf("Execute = %v, want the command ended by SIGTERM through its signalled supervisor", err)
 	}
-	assertAllGone(t, pgid, bg)
+	assertAllGone(t, r.pgid, r.bg)
 }
 
 // A frozen supervisor cannot stop the run: Execute's backstop kills the
@@ -190,24 +186,18 @@ func TestSupervisorStopsTheRunWhenSignalled(t *testing.T) {
 // seconds here).
 func TestFrozenSupervisorIsKilledByTheBackstop(t *testing.T) {
 	c, rec := newCommand(t, executor.CommandConfig{Argv: sh(grandchildScript), KillGrace: 100 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Execute(ctx, testRun()) }()
-	bgPID(t, rec) // the grandchild runs
-	pgid := commandPID(t, rec)
-	e := rec.WaitFor(t, "command started", func(e entry) bool { return e.Msg == "command started" })
-	supervisor, _ := strconv.Atoi(e.Attrs["supervisor"])
-	syscall.Kill(supervisor, syscall.SIGSTOP)
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	r := startRun(t, c, rec)
+	syscall.Kill(r.supervisor, syscall.SIGSTOP)
+	r.cancel()
+	if err := <-r.done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Execute = %v, want context.Canceled", err)
 	}
 	rec.WaitFor(t, "backstop warning", func(e entry) bool { return strings.Contains(e.Msg, "did not stop in time") })
-	if live := liveMembers(t, pgid); len(live) > 0 {
-		syscall.Kill(-pgid, syscall.SIGKILL)
+	if live := liveMembers(t, r.pgid); len(live) > 0 {
+		syscall.Kill(-r.pgid, syscall.SIGKILL)
 		t.Fatalf("processes %v of the group are alive after the backstop", live)
 	}
-	if alive(supervisor) {
-		t.Fatalf("supervisor %d alive after the backstop", supervisor)
+	if alive(r.supervisor) {
+		t.Fatalf("supervisor %d alive after the backstop", r.supervisor)
 	}
 }
