@@ -1,0 +1,382 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/executor/webhook"
+)
+
+// HTTP defaults and bounds.
+const (
+	DefaultHTTPTimeout    = 30 * time.Second // the specification recommends 15 to 30 s
+	DefaultMaxBodySnippet = 512
+	maxBodySnippet        = 64 << 10
+	maxSecrets            = 16
+	// drainLimit is how much of a response body is read and discarded so the
+	// connection can be reused; a larger body costs a new connection instead.
+	drainLimit = 64 << 10
+)
+
+// HTTPConfig configures an HTTP executor.
+type HTTPConfig struct {
+	// Method defaults to POST.
+	Method string
+	// URL is an absolute http or https URL. Credentials in it are sent but
+	// never logged; neither is its query.
+	URL string
+	// Headers are added to every request. They may carry credentials
+	// (Authorization): their values are never logged or put in errors. The
+	// webhook-* headers, Content-Type, Content-Length, Host, Connection and
+	// Transfer-Encoding are set by the executor and cannot be given here.
+	Headers map[string]string
+	// Timeout bounds one attempt, from sending to reading the status line;
+	// DefaultHTTPTimeout when zero.
+	Timeout time.Duration
+	// Secrets sign every request, one webhook-signature entry each, in this
+	// order; list the new secret and the old one while receivers rotate.
+	// Each is "whsec_" + standard base64 of 24 to 64 bytes (see package
+	// webhook). At least one is required.
+	Secrets []string
+	// Client sends the requests (http.DefaultTransport when nil). The
+	// executor uses a copy whose CheckRedirect refuses to follow redirects;
+	// the given client is not modified.
+	Client *http.Client
+	// MaxBodySnippet is how many bytes of a failed response's body go into
+	// the error; DefaultMaxBodySnippet when zero, at most 64 KiB.
+	MaxBodySnippet int
+	// Logger receives one debug line per attempt; discarded when nil.
+	Logger *slog.Logger
+	// Clock stamps webhook-timestamp and dates Retry-After; real time when
+	// nil.
+	Clock clockwork.Clock
+}
+
+// HTTP calls a URL once per attempt, signed per the Standard Webhooks
+// specification. See the package documentation for the request and for how
+// responses map to outcomes.
+type HTTP struct {
+	method  string
+	url     string
+	safeURL string // for logs and errors: no credentials, no query
+	headers http.Header
+	timeout time.Duration
+	secrets []webhook.Secret
+	client  *http.Client
+	snippet int
+	log     *slog.Logger
+	clock   clockwork.Clock
+}
+
+var _ Executor = (*HTTP)(nil)
+
+// reservedHeaders are set by the executor; letting the configuration set
+// them would break the signature or the framing.
+var reservedHeaders = map[string]bool{
+	"Webhook-Id": true, "Webhook-Timestamp": true, "Webhook-Signature": true,
+	"Content-Type": true, "Content-Length": true, "Host": true,
+	"Connection": true, "Transfer-Encoding": true,
+}
+
+// NewHTTP validates cfg and returns the executor. Errors are
+// *onetick.ConfigError naming the field.
+func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
+	h := &HTTP{
+		method:  cfg.Method,
+		url:     cfg.URL,
+		headers: http.Header{},
+		timeout: cfg.Timeout,
+		snippet: cfg.MaxBodySnippet,
+		log:     cfg.Logger,
+		clock:   cfg.Clock,
+	}
+	if h.method == "" {
+		h.method = http.MethodPost
+	}
+	if !isToken(h.method) {
+		return nil, configErr("Method", "%q is not an HTTP method", truncate(h.method, 32))
+	}
+	u, err := url.Parse(cfg.URL)
+	switch {
+	case cfg.URL == "":
+		return nil, configErr("URL", "is required")
+	case err != nil:
+		return nil, configErr("URL", "is not a URL: %v", errors.Unwrap(err))
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, configErr("URL", "must be an absolute http:// or https:// URL")
+	case u.Host == "":
+		return nil, configErr("URL", "has no host")
+	}
+	h.safeURL = redactURL(u)
+	for name, value := range cfg.Headers {
+		field := fmt.Sprintf("Headers[%q]", truncate(name, 64))
+		switch {
+		case !isToken(name):
+			return nil, configErr(field, "is not a valid header name")
+		case reservedHeaders[http.CanonicalHeaderKey(name)]:
+			return nil, configErr(field, "is set by the executor and cannot be configured")
+		case !validHeaderValue(value):
+			return nil, configErr(field, "value contains a control character (CR, LF, NUL, ...)")
+		}
+		h.headers.Set(name, value)
+	}
+	if h.headers.Get("User-Agent") == "" {
+		h.headers.Set("User-Agent", "onetick")
+	}
+	switch {
+	case h.timeout < 0:
+		return nil, configErr("Timeout", "must not be negative")
+	case h.timeout == 0:
+		h.timeout = DefaultHTTPTimeout
+	}
+	switch {
+	case len(cfg.Secrets) == 0:
+		return nil, configErr("Secrets", "at least one secret is required (whsec_ followed by the base64 of 24 to 64 random bytes)")
+	case len(cfg.Secrets) > maxSecrets:
+		return nil, configErr("Secrets", "at most %d secrets", maxSecrets)
+	}
+	for i, s := range cfg.Secrets {
+		sec, err := webhook.ParseSecret(s)
+		if err != nil {
+			// The message describes the format only, never the value.
+			return nil, configErr(fmt.Sprintf("Secrets[%d]", i), "%v", err)
+		}
+		h.secrets = append(h.secrets, sec)
+	}
+	switch {
+	case h.snippet < 0 || h.snippet > maxBodySnippet:
+		return nil, configErr("MaxBodySnippet", "must be between 0 and %d", maxBodySnippet)
+	case h.snippet == 0:
+		h.snippet = DefaultMaxBodySnippet
+	}
+	client := http.Client{}
+	if cfg.Client != nil {
+		client = *cfg.Client
+	}
+	// Redirects are not followed: the spec counts a 3xx as a failure, and
+	// following one would send the signed body and the configured headers
+	// (credentials included) to wherever the receiver points.
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	h.client = &client
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.clock == nil {
+		h.clock = clockwork.NewRealClock()
+	}
+	return h, nil
+}
+
+// requestBody is the JSON sent to the receiver; field order is fixed so
+// the bytes, and so the signature, are reproducible.
+type requestBody struct {
+	Job     string          `json:"job"`
+	Slot    string          `json:"slot"`
+	SlotMS  int64           `json:"slot_ms"`
+	Tick    string          `json:"tick"`
+	Epoch   onetick.Epoch   `json:"epoch"`
+	Attempt int             `json:"attempt"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// Execute sends one signed request and classifies the response.
+func (h *HTTP) Execute(ctx context.Context, r Run) error {
+	tick := r.tickID()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("http %s: not sent: %w", tick, ctxErr(ctx))
+	}
+	payload := r.Payload
+	if len(payload) == 0 {
+		payload = nil // marshals as null
+	}
+	body, err := json.Marshal(requestBody{
+		Job: r.Job, Slot: r.Slot.String(), SlotMS: int64(r.Slot), Tick: tick,
+		Epoch: r.Epoch, Attempt: r.Attempt, Payload: payload,
+	})
+	if err != nil {
+		return permanent(fmt.Errorf("http %s: payload is not valid JSON: %w", tick, err))
+	}
+	actx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, h.method, h.url, bytes.NewReader(body))
+	if err != nil {
+		return permanent(fmt.Errorf("%s %s: %w", h.method, h.safeURL, err))
+	}
+	for k, v := range h.headers {
+		req.Header[k] = append([]string(nil), v...)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	sent := h.clock.Now()
+	webhook.SetHeaders(req.Header, h.secrets, webhook.MessageID(tick), sent, body)
+
+	log := h.log.With("job", r.Job, "tick", tick, "attempt", r.Attempt)
+	resp, err := h.client.Do(req)
+	if err != nil {
+		// url.Error repeats the URL with its query; name it ourselves.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		switch {
+		case ctx.Err() != nil:
+			err = fmt.Errorf("%s %s: abandoned: %w", h.method, h.safeURL, ctxErr(ctx))
+		case errors.Is(actx.Err(), context.DeadlineExceeded):
+			err = fmt.Errorf("%s %s: timed out: no response within %s", h.method, h.safeURL, h.timeout)
+		default:
+			err = fmt.Errorf("%s %s: no response: %v", h.method, h.safeURL, err)
+		}
+		log.Debug("webhook failed", "err", err)
+		return err
+	}
+	defer func() {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, drainLimit))
+		resp.Body.Close()
+	}()
+	err = h.classify(resp)
+	log.Debug("webhook answered", "status", resp.StatusCode, "err", err)
+	return err
+}
+
+// HTTPError is a response other than 2xx.
+type HTTPError struct {
+	Method     string
+	URL        string // without credentials or query
+	StatusCode int
+	Status     string
+	// Reason says what onetick made of the status: "gone", "redirect not
+	// followed", "client error", "server error", ...
+	Reason string
+	// Body is the start of the response body, at most MaxBodySnippet bytes.
+	Body string
+}
+
+func (e *HTTPError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s: %s: %s", e.Method, e.URL, e.Status, e.Reason)
+	if e.Body != "" {
+		fmt.Fprintf(&b, "; body %q", e.Body)
+	}
+	return b.String()
+}
+
+// classify maps a response to an outcome; the table is in doc.go.
+func (h *HTTP) classify(resp *http.Response) error {
+	code := resp.StatusCode
+	if code >= 200 && code <= 299 {
+		return nil
+	}
+	e := &HTTPError{Method: h.method, URL: h.safeURL, StatusCode: code, Status: resp.Status}
+	if e.Status == "" {
+		e.Status = fmt.Sprint(code)
+	}
+	e.Body = readSnippet(resp.Body, h.snippet)
+	switch {
+	case code >= 300 && code <= 399:
+		e.Reason = "redirect not followed (update the URL)"
+		if loc, err := resp.Location(); err == nil {
+			e.Reason = "redirect to " + redactURL(loc) + " not followed (update the URL)"
+		}
+		return permanent(e)
+	case code == http.StatusGone:
+		e.Reason = "gone: the receiver no longer wants this webhook; not retried"
+		return permanent(e)
+	case code == http.StatusRequestTimeout:
+		e.Reason = "request timeout"
+	case code == http.StatusTooManyRequests:
+		e.Reason = "rate limited"
+	case code >= 400 && code <= 499:
+		e.Reason = "client error; retrying cannot fix it, not retried"
+		return permanent(e)
+	case code >= 500 && code <= 599:
+		e.Reason = "server error"
+	default:
+		e.Reason = "unexpected status"
+	}
+	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), h.clock.Now()); ok && d > 0 {
+			return &retryAfterError{err: e, delay: d}
+		}
+	}
+	return e
+}
+
+// readSnippet returns up to n bytes of body as valid UTF-8, marked when cut.
+func readSnippet(body io.Reader, n int) string {
+	b, _ := io.ReadAll(io.LimitReader(body, int64(n)+1))
+	cut := len(b) > n
+	if cut {
+		b = b[:n]
+		// Do not end inside a UTF-8 sequence that the cut split.
+		i := len(b) - 1
+		for i > 0 && len(b)-i < utf8.UTFMax && !utf8.RuneStart(b[i]) {
+			i--
+		}
+		if i >= 0 && !utf8.FullRune(b[i:]) {
+			b = b[:i]
+		}
+	}
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	if cut {
+		s += "…"
+	}
+	return s
+}
+
+// redactURL drops what may carry credentials: the user info and the query.
+func redactURL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	c.Fragment, c.RawFragment = "", ""
+	if c.RawQuery != "" || c.ForceQuery {
+		c.RawQuery, c.ForceQuery = "…", false
+	}
+	return c.String()
+}
+
+// isToken reports whether s is an RFC 9110 token (method and header names).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func configErr(field, format string, args ...any) error {
+	return &onetick.ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
