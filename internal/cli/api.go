@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/config"
+	"github.com/onetick/onetick/worker"
 )
 
 // The HTTP API, on the replica's listener:
@@ -35,6 +37,7 @@ type api struct {
 	token string
 	log   *slog.Logger
 	sched *onetick.Scheduler
+	file  *config.File // for the worker status; nil in tests
 }
 
 type apiError struct {
@@ -293,6 +296,10 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "status: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	writeJSON(w, http.StatusOK, replicaStatus{Status: st, Replica: a.sched.Elector().Holder(),
+	var runs *worker.Status
+	if a.file != nil {
+		runs = readRuns(ctx, a.file, a.ops.Backend)
+	}
+	writeJSON(w, http.StatusOK, replicaStatus{Status: st, Runs: runs, Replica: a.sched.Elector().Holder(),
 		IsLeader: a.sched.Elector().IsLeader(), Problems: a.sched.Problems()})
 }

@@ -63,6 +63,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = cmdBackfill(ctx, rest, env)
 	case "jobs":
 		err = cmdJobs(ctx, rest, env)
+	case "dead":
+		err = cmdDead(ctx, rest, env)
 	case "validate":
 		err = cmdValidate(rest, env)
 	case "next":
@@ -115,7 +117,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `onetick: a highly available periodic-job scheduler
 
 Usage:
-  onetick run --config FILE [--listen ADDR] [--replica ID] [--redis URL] [--log-format text|json]
+  onetick run --config FILE [--listen ADDR] [--replica ID] [--redis URL] [--role both|scheduler|worker] [--log-format text|json]
   onetick status --config FILE [--json] [--redis URL]
   onetick repair --config FILE [--apply] [--wait DURATION] [--redis URL]
   onetick jobs --config FILE [--json]
@@ -123,6 +125,8 @@ Usage:
   onetick resume JOB --config FILE [--reason WHY] [--who NAME]
   onetick trigger JOB --config FILE [--key KEY] [--payload JSON] [--reason WHY]
   onetick backfill JOB --from RFC3339 --to RFC3339 --config FILE [--dry-run] [--max N]
+  onetick dead list --config FILE [--after ID] [-n N] [--json]
+  onetick dead replay ID --config FILE
   onetick validate --config FILE
   onetick next EXPR [--tz ZONE] [--from RFC3339] [-n N] [--job NAME]
   onetick demo [--seconds N]

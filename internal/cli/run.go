@@ -23,6 +23,7 @@ import (
 	"github.com/onetick/onetick/config"
 	"github.com/onetick/onetick/memory"
 	otredis "github.com/onetick/onetick/redis"
+	"github.com/onetick/onetick/worker"
 )
 
 // ShutdownBound is the longest a replica takes to exit after SIGTERM:
@@ -127,6 +128,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	replica := fs.String("replica", "", "replica identity shown in logs and status (default host:pid:random)")
 	redisURL := fs.String("redis", "", "Redis URL, overrides backend.redis.url and ONETICK_REDIS_URL")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	role := fs.String("role", "", "both (schedule when leading, and work), scheduler or worker; overrides role in the file")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -152,6 +154,16 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 			}
 		}
 		f.HTTP.Listen = *listen
+	}
+	switch *role {
+	case "":
+	case config.RoleBoth, config.RoleScheduler, config.RoleWorker:
+		f.Role = *role
+	default:
+		return badInput("--role: must be both, scheduler or worker, got %q", *role)
+	}
+	if f.Backend.Redis == nil && f.Role != config.RoleBoth {
+		return badInput("--role %s: the embedded backend lives inside its one replica, which must both schedule and work", f.Role)
 	}
 	jobs, err := f.OneTickJobs()
 	if err != nil {
@@ -196,6 +208,12 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 		return usageError{err}
 	}
 
+	var w *worker.Worker
+	if f.Role != config.RoleScheduler {
+		if w, err = buildWorker(f, b, *replica, base.With("replica", *replica), reg); err != nil {
+			return err
+		}
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan struct{})
@@ -206,7 +224,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 			return fmt.Errorf("http: %v", err)
 		}
 		mux := handler(reg, sched, b, jobs, done)
-		(&api{ops: &onetick.Ops{Backend: b, Jobs: jobs}, token: f.HTTP.Token, log: log, sched: sched}).register(mux)
+		(&api{ops: &onetick.Ops{Backend: b, Jobs: jobs}, token: f.HTTP.Token, log: log, sched: sched, file: f}).register(mux)
 		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		switch {
 		case f.HTTP.Token == "":
@@ -221,11 +239,29 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 			}
 		}()
 	}
-	log.Info("onetick started", "version", version(), "jobs", len(jobs), "lease_ttl", f.Lease.TTL.D().String())
+	log.Info("onetick started", "version", version(), "jobs", len(jobs), "role", f.Role,
+		"working", len(runJobs(f)), "lease_ttl", f.Lease.TTL.D().String())
 
 	go func() {
 		defer close(done)
-		_ = sched.Run(runCtx)
+		var wg sync.WaitGroup
+		if f.Role != config.RoleWorker {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = sched.Run(runCtx)
+			}()
+		}
+		if w != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := w.Run(runCtx); err != nil {
+					log.Error("worker stopped", "err", err)
+				}
+			}()
+		}
+		wg.Wait()
 	}()
 	sigs, stop := signals(env)
 	defer stop()
@@ -285,8 +321,9 @@ func handler(reg *prometheus.Registry, s *onetick.Scheduler, b onetick.Backend, 
 
 type replicaStatus struct {
 	*onetick.Status
-	Replica  string `json:"replica"`
-	IsLeader bool   `json:"is_leader"`
+	Runs     *worker.Status `json:"runs,omitempty"`
+	Replica  string         `json:"replica"`
+	IsLeader bool           `json:"is_leader"`
 	// Problems is the damage this replica ran into and has not seen
 	// repaired (Status.Damage is what the store holds now).
 	Problems []onetick.Problem `json:"problems"`

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/config"
+	"github.com/onetick/onetick/worker"
 )
 
 // cmdStatus reads the leader, its history and each job's position from
@@ -34,14 +36,16 @@ func cmdStatus(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return fmt.Errorf("reading status from %s: %v", f.MaskedRedisURL(), err)
 	}
+	runs := readRuns(sctx, f, b)
 	if *asJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(st); err != nil {
+		if err := enc.Encode(statusWithRuns{Status: st, Runs: runs}); err != nil {
 			return err
 		}
 	} else {
 		printStatus(env.Stdout, st)
+		printRuns(env.Stdout, runs)
 	}
 	if n := len(st.Damage); n > 0 {
 		return fmt.Errorf("the store holds %d damaged pieces of state (listed above); `onetick repair --config %s` shows what it can move aside", n, f.Path)
@@ -130,6 +134,52 @@ func printDamage(w io.Writer, ds []*onetick.DamageError) {
 			fix = "by hand (not onetick's key)"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", d.Key, field, job, d.Reason, fix)
+	}
+	_ = tw.Flush()
+}
+
+// statusWithRuns is the JSON of `onetick status`: the store's status and,
+// when jobs have run blocks, the worker fleet's.
+type statusWithRuns struct {
+	*onetick.Status
+	Runs *worker.Status `json:"runs,omitempty"`
+}
+
+// readRuns reads the worker status of the jobs with a run block (nil when
+// none has one, or the store cannot tell).
+func readRuns(ctx context.Context, f *config.File, b onetick.Backend) *worker.Status {
+	jobs := runJobs(f)
+	if len(jobs) == 0 {
+		return nil
+	}
+	store, err := workStoreOf(b, f.Worker.Group)
+	if err != nil {
+		return nil
+	}
+	names := make([]string, len(jobs))
+	for i, j := range jobs {
+		names[i] = j.Name
+	}
+	st, err := store.Status(ctx, names)
+	if err != nil {
+		return nil
+	}
+	return &st
+}
+
+func printRuns(w io.Writer, st *worker.Status) {
+	if st == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nruns (worker group; %d dead letters in all: `onetick dead list`):\n", st.Dead)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  JOB\tLAST OUTCOME\tLAST TICK\tAT\tIN FLIGHT\tDEAD LETTERS")
+	for _, j := range st.Jobs {
+		at := "-"
+		if !j.LastAt.IsZero() {
+			at = j.LastAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\n", j.Job, dash(string(j.LastOutcome)), dash(j.LastTick), at, j.InFlight, j.Dead)
 	}
 	_ = tw.Flush()
 }
