@@ -21,6 +21,7 @@ import (
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
+	"github.com/onetick/onetick/internal/web"
 	"github.com/onetick/onetick/memory"
 	otredis "github.com/onetick/onetick/redis"
 )
@@ -246,9 +247,13 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	return runErr
 }
 
-// handler serves /metrics, /healthz, /readyz and /status.
+// handler serves /metrics, /healthz, /readyz, /status and the status
+// page at /.
 func handler(reg *prometheus.Registry, s *onetick.Scheduler, b onetick.Backend, jobs []onetick.Job, done <-chan struct{}) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("/", web.Handler(&web.Store{Backend: b, Jobs: jobs, Replica: func() web.Replica {
+		return web.Replica{Name: s.Elector().Holder(), IsLeader: s.Elector().IsLeader(), Problems: s.Problems()}
+	}}, web.Options{}))
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		select {
