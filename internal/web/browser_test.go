@@ -185,6 +185,15 @@ func testFleetPage(t *testing.T, browser *browsertest.Browser) {
 			}
 		}
 	}
+
+	// The replica gone: the page keeps its last data and says it is stale.
+	standby.stop(syscall.SIGKILL)
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`!document.getElementById("stale").hidden &&
+		document.getElementById("stale").textContent.startsWith("Not updated since") &&
+		document.querySelectorAll("tr[data-job]").length === 4`,
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Errorf("with its replica gone the page does not say it is stale, or lost its rows: %v", err)
+	}
 }
 
 func do(t *testing.T, ctx context.Context, a ...chromedp.Action[chromedp.Void]) {

@@ -134,6 +134,8 @@ type Query struct {
 // maxFilter bounds the filter: job names are at most 200 bytes.
 const maxFilter = 200
 
+const maxPage = 1 << 30
+
 // ParseQuery reads a Query from URL parameters. It never fails: what it
 // cannot use it ignores, so a bad link still shows a page.
 func ParseQuery(v url.Values) Query {
@@ -142,7 +144,9 @@ func ParseQuery(v url.Values) Query {
 		q.Job = strings.ToValidUTF8(q.Job[:maxFilter], "")
 	}
 	if n, err := strconv.Atoi(v.Get("page")); err == nil && n > 1 {
-		q.Page = n
+		// Bounded so that row numbers (page × size) cannot overflow; a
+		// page past the end shows the last one anyway.
+		q.Page = min(n, maxPage)
 	}
 	switch strings.ToLower(v.Get("attention")) {
 	case "1", "true", "on", "yes":
