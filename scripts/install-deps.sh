@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs what the tests need when it is missing: redis-server (the tests
-# start their own on free ports) and promtool (alert rule tests), from
-# Debian's packages. Idempotent; prints what it does.
+# start their own on free ports), promtool (alert rule tests) and chromium
+# (the status page is tested in headless Chromium), from Debian's packages.
+# Idempotent; prints what it does.
 set -euo pipefail
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v promtool >/dev/null 2>&1 || [ -x /usr/bin/promtool ] || need+=(prometheus)
+# Without recommends Chromium brings no font; DejaVu gives the page's
+# screenshots legible text on a bare machine.
+command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-dejavu-core)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
@@ -29,3 +33,4 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
 command -v redis-server >/dev/null
 command -v promtool >/dev/null
+command -v chromium >/dev/null

@@ -15,6 +15,7 @@ import (
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
+	"github.com/onetick/onetick/internal/web"
 	"github.com/onetick/onetick/worker"
 )
 
@@ -111,6 +112,14 @@ func (a *api) change(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func (a *api) register(mux *http.ServeMux) {
+	if a.sched != nil {
+		page := web.Handler(&web.Store{Backend: a.ops.Backend, Jobs: a.ops.Jobs, Annotate: a.annotate,
+			Workers: a.file != nil && len(runJobs(a.file)) > 0,
+			Replica: func() web.Replica {
+				return web.Replica{Name: a.sched.Elector().Holder(), IsLeader: a.sched.Elector().IsLeader(), Problems: a.sched.Problems()}
+			}}, web.Options{Logger: a.log})
+		mux.Handle("/", a.read(page.ServeHTTP))
+	}
 	mux.HandleFunc("GET /status", a.read(a.status))
 	mux.HandleFunc("GET /api/v1/jobs", a.read(a.jobs))
 	mux.HandleFunc("GET /api/v1/controls", a.read(a.controls))
@@ -302,4 +311,56 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, replicaStatus{Status: st, Runs: runs, Replica: a.sched.Elector().Holder(),
 		IsLeader: a.sched.Elector().IsLeader(), Problems: a.sched.Problems()})
+}
+
+// annotate fills the status page's rows with what the controls and the
+// workers know: the pause, the last run, the dead letters.
+func (a *api) annotate(ctx context.Context, rows []web.Job) error {
+	var names []string
+	for i := range rows {
+		if p := rows[i].JobStatus.Paused; p != nil {
+			rows[i].Paused = &web.Pause{Since: p.Since, By: p.Who, Reason: p.Reason}
+		}
+		names = append(names, rows[i].Name)
+	}
+	if a.file == nil || len(runJobs(a.file)) == 0 {
+		return nil
+	}
+	store, err := workStoreOf(a.ops.Backend, a.file.Worker.Group)
+	if err != nil {
+		return nil
+	}
+	withRun := map[string]bool{}
+	for _, j := range runJobs(a.file) {
+		withRun[j.Name] = true
+	}
+	var asked []string
+	for _, n := range names {
+		if withRun[n] {
+			asked = append(asked, n)
+		}
+	}
+	if len(asked) == 0 {
+		return nil
+	}
+	st, err := store.Status(ctx, asked)
+	if err != nil {
+		return err
+	}
+	byJob := map[string]worker.JobStatus{}
+	for _, j := range st.Jobs {
+		byJob[j.Job] = j
+	}
+	for i := range rows {
+		j, ok := byJob[rows[i].Name]
+		if !ok {
+			continue
+		}
+		dead := j.Dead
+		rows[i].DeadLetters = &dead
+		if j.LastOutcome != "" {
+			rows[i].LastRun = &web.Run{At: j.LastAt, OK: j.LastOutcome == worker.OutcomeSucceeded, Outcome: string(j.LastOutcome)}
+		}
+	}
+	return nil
 }

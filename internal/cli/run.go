@@ -291,7 +291,8 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 }
 
 // handler serves /metrics, /healthz and /readyz: open to every client, so
-// that probes and a plain Prometheus scrape work (the API adds the rest).
+// that probes and a plain Prometheus scrape work (the API adds the rest,
+// the status page included).
 func handler(reg *prometheus.Registry, s *onetick.Scheduler, b onetick.Backend, jobs []onetick.Job, done <-chan struct{}) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))

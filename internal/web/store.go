@@ -1,0 +1,99 @@
+package web
+
+import (
+	"context"
+
+	"github.com/onetick/onetick"
+)
+
+// DefaultHistory is how many leadership terms the timeline shows.
+const DefaultHistory = 20
+
+// Store is the Source of a replica: it reads the leader, the terms and the
+// jobs' positions from the store with onetick.ReadStatus, as /status does,
+// so every replica shows the same fleet.
+type Store struct {
+	Backend onetick.Backend
+	// Jobs are the configured jobs, in the order the page lists them.
+	Jobs []onetick.Job
+	// Replica describes the replica serving the page; nil shows none.
+	Replica func() Replica
+	// History is how many terms the timeline shows (default DefaultHistory).
+	History int
+	// PageSize is the number of rows per page (default PageSize).
+	PageSize int
+	// Annotate, when set, fills the optional fields of rows just read from
+	// the store (Paused, LastRun, DeadLetters), before ?attention=1 looks at
+	// them: the controls and the workers plug in here, and the page shows
+	// what they fill. An error is shown like a store error.
+	Annotate func(ctx context.Context, rows []Job) error
+	// Workers shows the last run and dead letter columns even when no row
+	// on the page has a value for them.
+	Workers bool
+}
+
+// Page reads the page for q. In the default view it reads only the jobs of
+// the page; with q.Attention it reads every job that matches the filter.
+func (s *Store) Page(ctx context.Context, q Query) (*Page, error) {
+	size := s.PageSize
+	if size <= 0 {
+		size = PageSize
+	}
+	history := s.History
+	if history <= 0 {
+		history = DefaultHistory
+	}
+	p := &Page{Total: len(s.Jobs), PageSize: size, Workers: s.Workers}
+	if s.Replica != nil {
+		p.Replica = s.Replica()
+	}
+	matched := s.Jobs
+	if q.Job != "" {
+		matched = nil
+		for _, j := range s.Jobs {
+			if q.Matches(j.Name) {
+				matched = append(matched, j)
+			}
+		}
+	}
+	read := matched
+	if !q.Attention {
+		lo, hi := q.window(len(matched), size)
+		read = matched[lo:hi]
+	}
+	p.Query = q
+	st, err := onetick.ReadStatus(ctx, s.Backend, read, history)
+	if err != nil {
+		p.Matched = len(matched)
+		return p, err
+	}
+	p.StoreTime, p.Leader, p.Terms = st.StoreTime, st.Leader, st.History
+	for _, d := range st.Damage {
+		if d.Job == "" {
+			p.Damage = append(p.Damage, d)
+		}
+	}
+	rows := make([]Job, len(st.Jobs))
+	for i, js := range st.Jobs {
+		rows[i] = Job{JobStatus: js}
+	}
+	if s.Annotate != nil {
+		if err := s.Annotate(ctx, rows); err != nil {
+			p.Matched = len(matched)
+			return p, err
+		}
+	}
+	if !q.Attention {
+		p.Jobs, p.Matched = rows, len(matched)
+		return p, nil
+	}
+	var need []Job
+	for _, r := range rows {
+		if r.Attention() {
+			need = append(need, r)
+		}
+	}
+	lo, hi := p.Query.window(len(need), size)
+	p.Jobs, p.Matched = need[lo:hi], len(need)
+	return p, nil
+}
