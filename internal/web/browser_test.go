@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"image/png"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,12 +27,17 @@ import (
 // is markup: the page must show it as text.
 var fleetJobs = []string{"heartbeat", "nightly-report", "<b>bold</b>", "invoices-eu"}
 
+// pageToken is the fleet's http.token, for the pause made through the API.
+const pageToken = "page-test-token-0123456789"
+
 const fleetConfig = `backend:
   redis:
     url: %s
     prefix: webtest
 lease:
   ttl: 2s
+http:
+  token: ` + pageToken + `
 jobs:
   - name: heartbeat
     schedule: "@every 1s"
@@ -152,6 +159,28 @@ func testFleetPage(t *testing.T, browser *browsertest.Browser) {
 		chromedp.WithPollingTimeout(15*time.Second))); err != nil {
 		html, _ := chromedp.Run(tab, chromedp.OuterHTML(chromedp.CSS("main")))
 		t.Fatalf("the page did not show %s leading with epoch %d and term %d released: %v\n%s", standby.name, nextEpoch, epoch, err, html)
+	}
+
+	// A pause made through the API appears on the page.
+	req, _ := http.NewRequest("POST", "http://"+standby.addr+"/api/v1/jobs/invoices-eu/pause",
+		strings.NewReader(`{"reason":"month-end freeze","who":"ops"}`))
+	req.Header.Set("Authorization", "Bearer "+pageToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("pause through the API: %s", resp.Status)
+	}
+	pausedRow := `document.querySelector('tr[data-job="invoices-eu"] td[data-label="Paused"]')`
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](pausedRow+`?.textContent.includes("month-end freeze") &&
+		`+pausedRow+`.querySelector(".badge.paused") !== null`,
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(15*time.Second))); err != nil {
+		t.Fatalf("the pause made through the API does not appear on the page: %v", err)
+	}
+	if other := run(t, tab, chromedp.Evaluate[string](`document.querySelector('tr[data-job="heartbeat"] td[data-label="Paused"]').textContent.trim()`)); other != "no" {
+		t.Errorf("heartbeat shows paused %q, want no", other)
 	}
 
 	// On a phone nothing scrolls sideways: the tables stack.
