@@ -42,6 +42,7 @@ type Leadership struct {
 	deadline atomic.Int64 // trust deadline as nanoseconds since base
 	base     time.Time
 	lost     chan struct{}
+	lostWhy  string // written before lost is closed
 	loseOnce sync.Once
 }
 
@@ -65,7 +66,15 @@ func (l *Leadership) Trusted() bool { return l.clock.Now().Before(l.Deadline()) 
 
 // Lose tells the elector that the store refused this term (a fenced
 // claim). The elector steps down at once, without releasing.
-func (l *Leadership) Lose() { l.loseOnce.Do(func() { close(l.lost) }) }
+func (l *Leadership) Lose() { l.LoseBecause("fenced by the store") }
+
+// LoseBecause is Lose with the reason the elector logs.
+func (l *Leadership) LoseBecause(reason string) {
+	l.loseOnce.Do(func() {
+		l.lostWhy = reason
+		close(l.lost)
+	})
+}
 
 func (l *Leadership) untrust() { l.deadline.Store(-1 << 62) }
 
@@ -332,7 +341,7 @@ loop:
 		case <-ctx.Done():
 			reason = "shutdown"
 		case <-ld.lost:
-			reason, release = "fenced by the store", false
+			reason, release = ld.lostWhy, false
 		case <-deadline.Chan():
 			reason = "lease no longer trusted (renewals failed until the trust deadline)"
 		case <-renewC:

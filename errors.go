@@ -16,6 +16,11 @@ var (
 	// caller's lease: the caller is a superseded leader and nothing was
 	// written.
 	ErrFenced = errors.New("onetick: claim fenced: lease superseded")
+	// ErrNotReplicated says that a write was applied by the store's
+	// primary but not acknowledged by enough replicas in time (a backend's
+	// replicated durability mode). The write stands on the primary; a
+	// failover before the replicas catch up may lose it.
+	ErrNotReplicated = errors.New("onetick: write not acknowledged by enough replicas")
 	// ErrNotRepairable is returned by Doctor.Repair for damage onetick
 	// must not touch by itself.
 	ErrNotRepairable = errors.New("onetick: not repairable by onetick")

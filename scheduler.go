@@ -619,7 +619,8 @@ func (s *Scheduler) claim(ctx context.Context, ld *Leadership, ticks []Tick, own
 		}
 		for {
 			<-c.done
-			if c.err == nil || errors.Is(c.err, ErrFenced) || errors.Is(c.err, ErrDamaged) || fenced || !ld.Trusted() {
+			if c.err == nil || errors.Is(c.err, ErrFenced) || errors.Is(c.err, ErrDamaged) || errors.Is(c.err, ErrNotReplicated) ||
+				fenced || !ld.Trusted() {
 				break
 			}
 			// The claim's fate is unknown. Retrying is safe: the store
@@ -640,6 +641,18 @@ func (s *Scheduler) claim(ctx context.Context, ld *Leadership, ticks []Tick, own
 			if !fenced {
 				log.Error("claim fenced by the store: this replica's lease was superseded; stepping down", "ticks", len(c.ticks))
 				ld.Lose()
+			}
+			fenced = true
+		case errors.Is(c.err, ErrNotReplicated):
+			// Applied on the primary, not acknowledged by enough replicas:
+			// account for it, then step down, so that this leader does not
+			// go on writing to a primary a failover may roll back.
+			if s.account(ld, c, log) {
+				early = true
+			}
+			if !fenced {
+				log.Error("claim not acknowledged by enough replicas; stepping down", "err", c.err, "ticks", len(c.ticks))
+				ld.LoseBecause("a claim was not acknowledged by enough replicas")
 			}
 			fenced = true
 		case errors.Is(c.err, ErrDamaged):

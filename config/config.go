@@ -71,6 +71,42 @@ type Redis struct {
 	// Redis TIME are refused. Default 100ms.
 	ClockTolerance Duration `yaml:"clock_tolerance"`
 	TLS            TLS      `yaml:"tls"`
+	// Sentinel and Cluster name the other topologies; exactly one of URL,
+	// Sentinel and Cluster is set.
+	Sentinel *Sentinel `yaml:"sentinel"`
+	Cluster  *Cluster  `yaml:"cluster"`
+	// Durability is async (default) or replicated: acquire, renew and
+	// claim then wait for Replicas replicas within ReplicationTimeout.
+	Durability         string   `yaml:"durability"`
+	Replicas           int      `yaml:"replicas"`
+	ReplicationTimeout Duration `yaml:"replication_timeout"`
+}
+
+// Sentinel is a Sentinel-managed primary with replicas.
+type Sentinel struct {
+	// Primary is the name the sentinels monitor (their "master name").
+	Primary string   `yaml:"primary"`
+	Addrs   []string `yaml:"addrs"`
+	// Username and Password authenticate to the sentinels (the data
+	// nodes use backend.redis.username and password).
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+}
+
+// Cluster is a Redis Cluster, reached through seed addresses.
+type Cluster struct {
+	Addrs []string `yaml:"addrs"`
+}
+
+// Topology names the configured topology: standalone, sentinel or cluster.
+func (r *Redis) Topology() string {
+	switch {
+	case r.Sentinel != nil:
+		return "sentinel"
+	case r.Cluster != nil:
+		return "cluster"
+	}
+	return "standalone"
 }
 
 // TLS configures TLS to Redis.

@@ -80,6 +80,7 @@ func TestFullExample(t *testing.T) {
 		Backend: Backend{Redis: &Redis{
 			URL: "redis://127.0.0.1:6379/0", Prefix: "onetick", Password: "s3cret",
 			ClockTolerance: Duration(100 * time.Millisecond),
+			Durability:     "async", Replicas: 1, ReplicationTimeout: Duration(100 * time.Millisecond),
 		}},
 		Lease: Lease{TTL: Duration(15 * time.Second), Renew: Duration(5 * time.Second), SafetyMargin: Duration(1500 * time.Millisecond)},
 		HTTP:  HTTP{Listen: "127.0.0.1:9464"},
@@ -90,7 +91,7 @@ func TestFullExample(t *testing.T) {
 		}},
 	}
 	if f.Path != want.Path || !reflect.DeepEqual(f.Backend, want.Backend) || f.Lease != want.Lease || f.HTTP != want.HTTP ||
-		!reflect.DeepEqual(f.Jobs, want.Jobs) {
+		!reflect.DeepEqual(f.Jobs, want.Jobs) || f.Role != RoleBoth || f.Worker.Heartbeat.D() != 5*time.Second {
 		t.Fatalf("got\n%+v %+v\nwant\n%+v %+v", f, f.Backend.Redis, want, want.Backend.Redis)
 	}
 	if !f.HTTP.Enabled() {

@@ -17,6 +17,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v3"
 
+	otredis "github.com/onetick/onetick/redis"
+
 	"github.com/onetick/onetick"
 )
 
@@ -590,7 +592,8 @@ func (p *parser) redis(e entry) string {
 	if m != nil {
 		es = p.entries(m, path)
 	}
-	sec := p.fields(es, path, path, "url", "prefix", "username", "password", "clock_tolerance", "tls")
+	sec := p.fields(es, path, path, "url", "prefix", "username", "password", "clock_tolerance", "tls",
+		"sentinel", "cluster", "durability", "replicas", "replication_timeout")
 	strField := func(key string, dst *string) {
 		if e, ok := sec[key]; ok {
 			*dst, _ = p.str(e, path+"."+key)
@@ -618,19 +621,28 @@ func (p *parser) redis(e entry) string {
 		r.ClockTolerance = Duration(DefaultClockTolerance)
 	}
 
+	p.topology(sec, r)
 	scheme := ""
-	if ue, ok := sec["url"]; !ok || r.URL == "" {
+	if ue, ok := sec["url"]; r.Sentinel != nil || r.Cluster != nil {
+		if ok && r.URL != "" {
+			p.errorf(ue.line, path+".url", "give one of url, sentinel and cluster")
+		}
+	} else if !ok || r.URL == "" {
 		line := e.line
 		if ok {
 			line = ue.line
 		}
 		if !ok || isNull(ue.val) || deref(ue.val).Kind == yaml.ScalarNode {
-			p.errorf(line, path+".url", "is required (for example redis://127.0.0.1:6379/0)")
+			p.errorf(line, path+".url", "is required (for example redis://127.0.0.1:6379/0), or give sentinel or cluster")
 		}
 	} else {
 		scheme = p.checkURL(r.URL, ue.line)
 	}
 	p.tls(sec["tls"], r, scheme)
+	if r.Cluster != nil {
+		// Every key onetick touches shares the prefix's hash tag.
+		r.Prefix = otredis.HashTagged(r.Prefix)
+	}
 	return r.Prefix
 }
 
@@ -918,6 +930,7 @@ func (p *parser) jobs(e entry, prefix string, ttl time.Duration) {
 			j.Payload = DefaultPayload
 		}
 	}
+	p.errs = append(p.errs, p.f.checkSlots()...)
 }
 
 // job reads one job's fields. Semantic checks are left to checkJobs.

@@ -31,10 +31,16 @@ func maskURL(raw string) string {
 // MaskedRedisURL returns the Redis URL with its password hidden, for logs.
 // It is "" without a Redis backend.
 func (f *File) MaskedRedisURL() string {
-	if f.Backend.Redis == nil {
+	r := f.Backend.Redis
+	switch {
+	case r == nil:
 		return ""
+	case r.Sentinel != nil:
+		return "sentinel " + r.Sentinel.Primary + " via " + strings.Join(r.Sentinel.Addrs, ",")
+	case r.Cluster != nil:
+		return "cluster via " + strings.Join(r.Cluster.Addrs, ",")
 	}
-	return maskURL(f.Backend.Redis.URL)
+	return maskURL(r.URL)
 }
 
 // RedisURL returns the effective Redis URL, with the username and password
@@ -181,5 +187,6 @@ func (f *File) BackendOptions() otredis.Options {
 	if r == nil {
 		return otredis.Options{}
 	}
-	return otredis.Options{Prefix: r.Prefix, ClockTolerance: r.ClockTolerance.D()}
+	return otredis.Options{Prefix: r.Prefix, ClockTolerance: r.ClockTolerance.D(), Durability: r.Durability,
+		Replicas: r.Replicas, ReplicationTimeout: r.ReplicationTimeout.D()}
 }

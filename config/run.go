@@ -100,7 +100,9 @@ func (p *parser) role(e entry) {
 func (p *parser) worker(e entry) {
 	w := &p.f.Worker
 	*w = Worker{Group: DefaultWorkerGroup, Concurrency: DefaultConcurrency, TakeoverIdle: Duration(DefaultTakeoverIdle),
-		DoneRetention: Duration(DefaultDoneRetention), MaxDeliveries: DefaultMaxDeliveries, ShutdownTimeout: Duration(DefaultShutdownTimeout)}
+		Heartbeat: Duration(DefaultTakeoverIdle / 6), DoneRetention: Duration(DefaultDoneRetention),
+		MaxDeliveries: DefaultMaxDeliveries, ShutdownTimeout: Duration(DefaultShutdownTimeout)}
+	heartbeatSet := false
 	if !e.ok() {
 		return
 	}
@@ -142,12 +144,13 @@ func (p *parser) worker(e entry) {
 					p.errorf(x.line, "worker."+f.key, "must not be negative, got %s", v)
 				} else if v != 0 {
 					*f.dst = v
+					heartbeatSet = heartbeatSet || f.key == "heartbeat"
 				}
 			}
 		}
 	}
 	line := e.line
-	if w.Heartbeat == 0 {
+	if !heartbeatSet {
 		w.Heartbeat = w.TakeoverIdle / 6
 	}
 	switch {

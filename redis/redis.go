@@ -45,6 +45,13 @@ type Options struct {
 	ClockTolerance time.Duration
 	// HistoryLen is how many leadership terms are kept. Default 100.
 	HistoryLen int
+	// Durability is DurabilityAsync (default) or DurabilityReplicated.
+	Durability string
+	// Replicas is how many replicas must acknowledge a write in the
+	// replicated mode (default 1); ReplicationTimeout bounds the wait
+	// (default 100ms).
+	Replicas           int
+	ReplicationTimeout time.Duration
 }
 
 // Backend implements onetick.Backend on one Redis server.
@@ -76,6 +83,15 @@ func New(c goredis.UniversalClient, opts Options) *Backend {
 	}
 	if opts.HistoryLen == 0 {
 		opts.HistoryLen = 100
+	}
+	if opts.Durability == "" {
+		opts.Durability = DurabilityAsync
+	}
+	if opts.Replicas == 0 {
+		opts.Replicas = 1
+	}
+	if opts.ReplicationTimeout == 0 {
+		opts.ReplicationTimeout = defaultReplicationTimeout
 	}
 	db := 0
 	if cl, ok := c.(*goredis.Client); ok {
@@ -181,18 +197,26 @@ func (b *Backend) owned(key string) bool {
 
 // Acquire implements onetick.Leaser.
 func (b *Backend) Acquire(ctx context.Context, holder string, ttl time.Duration) (onetick.Grant, error) {
-	v, err := acquireScript.Run(ctx, b.c, []string{b.leader, b.epoch, b.terms},
-		holder, ttl.Milliseconds(), b.opts.HistoryLen).Slice()
+	cmd, rerr := b.write(ctx, acquireScript, []string{b.leader, b.epoch, b.terms},
+		holder, ttl.Milliseconds(), b.opts.HistoryLen)
+	v, err := cmd.Slice()
 	if err != nil {
 		return onetick.Grant{}, err
 	}
 	switch v[0].(int64) {
 	case 1:
-		return onetick.Grant{
+		g := onetick.Grant{
 			Lease:     onetick.Lease{Holder: holder, Epoch: onetick.Epoch(v[1].(int64))},
 			StoreTime: msTime(v[2].(int64)),
 			Damage:    b.noteOf(v[3]),
-		}, nil
+		}
+		if rerr != nil {
+			// Not led on a lease the replicas may not have: give it back
+			// (best effort) and let the caller retry.
+			_ = b.Release(context.WithoutCancel(ctx), g.Lease)
+			return onetick.Grant{}, rerr
+		}
+		return g, nil
 	case -1:
 		return onetick.Grant{}, b.damageOf(v)
 	}
@@ -206,13 +230,19 @@ func (b *Backend) Acquire(ctx context.Context, holder string, ttl time.Duration)
 
 // Renew implements onetick.Leaser.
 func (b *Backend) Renew(ctx context.Context, l onetick.Lease, ttl time.Duration) (onetick.Grant, error) {
-	v, err := renewScript.Run(ctx, b.c, []string{b.leader, b.terms},
-		l.Token(), ttl.Milliseconds(), int64(l.Epoch)).Slice()
+	cmd, rerr := b.write(ctx, renewScript, []string{b.leader, b.terms},
+		l.Token(), ttl.Milliseconds(), int64(l.Epoch))
+	v, err := cmd.Slice()
 	if errors.Is(err, goredis.Nil) {
 		return onetick.Grant{}, onetick.ErrLeaseLost
 	}
 	if err != nil {
 		return onetick.Grant{}, err
+	}
+	if rerr != nil {
+		// Extended on the primary, but not trusted: the caller's trust
+		// deadline stays where the last replicated renewal put it.
+		return onetick.Grant{}, rerr
 	}
 	return onetick.Grant{Lease: l, StoreTime: msTime(v[0].(int64)), Damage: b.noteOf(v[1])}, nil
 }
@@ -314,8 +344,9 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 		p.str(t.Stream)
 		p.bool(t.OutOfOrder)
 	}
-	v, err := claimScript.Run(ctx, b.c, []string{b.leader, b.last, b.terms, b.paused},
-		l.Token(), b.opts.ClockTolerance.Milliseconds(), int64(l.Epoch), l.Holder, b.opts.Prefix+":ticks:", p.b).Slice()
+	cmd, rerr := b.write(ctx, claimScript, b.claimKeys(ticks),
+		l.Token(), b.opts.ClockTolerance.Milliseconds(), int64(l.Epoch), l.Holder, b.opts.Prefix+":ticks:", p.b)
+	v, err := cmd.Slice()
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "FENCED") {
 			return onetick.ClaimResult{}, onetick.ErrFenced
@@ -330,7 +361,31 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 	if len(outs) != len(ticks) {
 		return onetick.ClaimResult{}, fmt.Errorf("redis: claim returned %d outcomes for %d ticks", len(outs), len(ticks))
 	}
-	return b.result(now, outs, v[2], v[3], ticks), nil
+	return b.result(now, outs, v[2], v[3], ticks), rerr
+}
+
+// claimKeys are the claim's keys: the four the script names, then every
+// tick-record bucket and stream it touches, so that every key is declared
+// (Redis Cluster, and stores that refuse undeclared keys).
+func (b *Backend) claimKeys(ticks []onetick.Tick) []string {
+	keys := []string{b.leader, b.last, b.terms, b.paused}
+	seen := make(map[string]bool, 8)
+	var lastB int64 = -1
+	for _, t := range ticks {
+		if bk := int64(t.Slot) / 60000; bk != lastB {
+			lastB = bk
+			k := b.opts.Prefix + ":ticks:" + strconv.FormatInt(bk, 10)
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+		if !seen[t.Stream] {
+			seen[t.Stream] = true
+			keys = append(keys, t.Stream)
+		}
+	}
+	return keys
 }
 
 // LastFired implements onetick.Claimer.

@@ -58,12 +58,10 @@ func openBackend(ctx context.Context, f *config.File) (onetick.Backend, error) {
 	if f.Backend.Redis == nil {
 		return memory.New(memory.Options{}), nil
 	}
-	opts, err := f.RedisOptions()
+	client, err := f.RedisClient("onetick")
 	if err != nil {
 		return nil, usageError{err}
 	}
-	opts.ClientName = "onetick"
-	client := goredis.NewClient(opts)
 	b := otredis.New(client, f.BackendOptions())
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -77,7 +75,7 @@ func openBackend(ctx context.Context, f *config.File) (onetick.Backend, error) {
 // ownedRedis closes the client it was opened with.
 type ownedRedis struct {
 	*otredis.Backend
-	client *goredis.Client
+	client goredis.UniversalClient
 }
 
 func (o ownedRedis) Close() error { return o.client.Close() }

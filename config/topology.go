@@ -1,0 +1,155 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	otredis "github.com/onetick/onetick/redis"
+)
+
+// topology reads sentinel, cluster and the durability settings of the
+// redis section.
+func (p *parser) topology(sec map[string]entry, r *Redis) {
+	const path = "backend.redis"
+	if x, ok := sec["sentinel"]; ok && !isNull(x.val) {
+		m, ok := p.mapping(x.val, x.line, path+".sentinel")
+		if ok && m != nil {
+			s := &Sentinel{}
+			r.Sentinel = s
+			f := p.fields(p.entries(m, path+".sentinel"), path+".sentinel", path+".sentinel", "primary", "addrs", "username", "password")
+			if e, ok := f["primary"]; ok {
+				s.Primary, _ = p.str(e, path+".sentinel.primary")
+			}
+			if s.Primary == "" {
+				p.errorf(p.f.line(path+".sentinel.primary", x.line), path+".sentinel.primary", "is required: the name the sentinels monitor")
+			}
+			s.Addrs = p.addrs(f["addrs"], x.line, path+".sentinel.addrs")
+			if e, ok := f["username"]; ok {
+				s.Username, _ = p.str(e, path+".sentinel.username")
+			}
+			if e, ok := f["password"]; ok {
+				s.Password, _ = p.str(e, path+".sentinel.password")
+				if s.Password != "" {
+					p.secrets = append(p.secrets, s.Password)
+				}
+			}
+		}
+	}
+	if x, ok := sec["cluster"]; ok && !isNull(x.val) {
+		m, ok := p.mapping(x.val, x.line, path+".cluster")
+		if ok && m != nil {
+			c := &Cluster{}
+			r.Cluster = c
+			f := p.fields(p.entries(m, path+".cluster"), path+".cluster", path+".cluster", "addrs")
+			c.Addrs = p.addrs(f["addrs"], x.line, path+".cluster.addrs")
+		}
+	}
+	if r.Sentinel != nil && r.Cluster != nil {
+		p.errorf(sec["cluster"].line, path+".cluster", "give one of url, sentinel and cluster")
+	}
+	r.Durability = otredis.DurabilityAsync
+	if x, ok := sec["durability"]; ok {
+		if v, ok := p.str(x, path+".durability"); ok && v != "" {
+			if v != otredis.DurabilityAsync && v != otredis.DurabilityReplicated {
+				p.errorf(x.line, path+".durability", "must be async or replicated, got %q", short(v))
+			}
+			r.Durability = v
+		}
+	}
+	if x, ok := sec["replicas"]; ok {
+		v, _ := p.integer(x, path+".replicas", 1, 100)
+		r.Replicas = int(v)
+	}
+	if x, ok := sec["replication_timeout"]; ok {
+		if d, ok := p.dur(x, path+".replication_timeout"); ok {
+			if d < 0 {
+				p.errorf(x.line, path+".replication_timeout", "must not be negative, got %s", d)
+			}
+			r.ReplicationTimeout = d
+		}
+	}
+	if r.Replicas == 0 {
+		r.Replicas = 1
+	}
+	if r.ReplicationTimeout == 0 {
+		r.ReplicationTimeout = Duration(100 * time.Millisecond)
+	}
+}
+
+// addrs reads a non-empty list of host:port addresses.
+func (p *parser) addrs(e entry, line int, path string) []string {
+	if !e.ok() {
+		p.errorf(line, path, "is required: a list of host:port")
+		return nil
+	}
+	list, ok := p.strList(e, path)
+	if !ok {
+		return nil
+	}
+	if len(list) == 0 {
+		p.errorf(e.line, path, "is empty: give at least one host:port")
+	}
+	for i, a := range list {
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			p.errorf(e.line, fmt.Sprintf("%s[%d]", path, i), "want host:port, got %q", short(a))
+		}
+	}
+	return list
+}
+
+// checkSlots refuses job streams that a Redis Cluster would put in another
+// hash slot than the prefix's keys: one claim touches both atomically.
+func (f *File) checkSlots() Errors {
+	r := f.Backend.Redis
+	if r == nil || r.Cluster == nil {
+		return nil
+	}
+	want := otredis.Slot(r.Prefix)
+	var errs Errors
+	for i, j := range f.Jobs {
+		if j.Stream == "" || otredis.Slot(j.Stream) == want {
+			continue
+		}
+		errs = append(errs, &Error{File: f.Path, Line: f.line(fmt.Sprintf("jobs[%d].stream", i), j.Line),
+			Field: label(i, j.Name) + ".stream",
+			Msg: fmt.Sprintf("%q lands in cluster hash slot %d, the prefix %q in %d: in a Redis Cluster every key of onetick must share the prefix's hash tag; name it like %s:%s, or leave stream out",
+				j.Stream, otredis.Slot(j.Stream), r.Prefix, want, r.Prefix, strings.Trim(j.Stream, "{}"))})
+	}
+	return errs
+}
+
+// RedisClient returns a go-redis client for the configured topology:
+// standalone (the URL), Sentinel (a failover client that follows the
+// primary) or Cluster.
+func (f *File) RedisClient(name string) (goredis.UniversalClient, error) {
+	r := f.Backend.Redis
+	if r == nil {
+		return nil, nil
+	}
+	tc, err := f.TLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case r.Sentinel != nil:
+		return goredis.NewFailoverClient(&goredis.FailoverOptions{
+			MasterName: r.Sentinel.Primary, SentinelAddrs: r.Sentinel.Addrs,
+			SentinelUsername: r.Sentinel.Username, SentinelPassword: r.Sentinel.Password,
+			Username: r.Username, Password: r.Password, TLSConfig: tc, ClientName: name,
+		}), nil
+	case r.Cluster != nil:
+		return goredis.NewClusterClient(&goredis.ClusterOptions{
+			Addrs: r.Cluster.Addrs, Username: r.Username, Password: r.Password, TLSConfig: tc, ClientName: name,
+		}), nil
+	}
+	o, err := f.RedisOptions()
+	if err != nil {
+		return nil, err
+	}
+	o.ClientName = name
+	return goredis.NewClient(o), nil
+}

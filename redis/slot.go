@@ -1,0 +1,35 @@
+package redis
+
+import "strings"
+
+// Slot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its hash
+// tag (the part between the first { and the next }, when not empty) or of
+// the whole key, modulo 16384.
+func Slot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for k := 0; k < len(key); k++ {
+		crc ^= uint16(key[k]) << 8
+		for b := 0; b < 8; b++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
+}
+
+// HashTagged returns prefix with a hash tag: unchanged when it has one,
+// else "{prefix}", so that every key under it lands in one cluster slot.
+func HashTagged(prefix string) string {
+	if i := strings.IndexByte(prefix, '{'); i >= 0 && strings.IndexByte(prefix[i+1:], '}') > 0 {
+		return prefix
+	}
+	return "{" + prefix + "}"
+}
