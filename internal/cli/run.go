@@ -183,7 +183,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 		log.Warn("using the embedded in-process backend: one replica, no high availability; ticks go to standard output as JSON lines")
 		sink = &stdoutSink{w: env.Stdout}
 	} else {
-		log.Info("using Redis", "url", f.MaskedRedisURL(), "prefix", f.Backend.Redis.Prefix)
+		log.Info("using Redis", "store", describeStore(ctx, f, b), "prefix", f.Backend.Redis.Prefix)
 	}
 
 	clock, err := testClock(env.Getenv)
@@ -221,7 +221,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 		if err != nil {
 			return fmt.Errorf("http: %v", err)
 		}
-		mux := handler(reg, sched, b, jobs, done)
+		mux := handler(reg, sched, b, func(ctx context.Context) string { return describeStore(ctx, f, b) }, done)
 		(&api{ops: &onetick.Ops{Backend: b, Jobs: jobs}, token: f.HTTP.Token, log: log, sched: sched, file: f}).register(mux)
 		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		switch {
@@ -291,7 +291,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 // handler serves /metrics, /healthz and /readyz: open to every client, so
 // that probes and a plain Prometheus scrape work (the API adds the rest,
 // the status page included).
-func handler(reg *prometheus.Registry, s *onetick.Scheduler, b onetick.Backend, jobs []onetick.Job, done <-chan struct{}) *http.ServeMux {
+func handler(reg *prometheus.Registry, s *onetick.Scheduler, b onetick.Backend, describe func(context.Context) string, done <-chan struct{}) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -313,7 +313,7 @@ func handler(reg *prometheus.Registry, s *onetick.Scheduler, b onetick.Backend, 
 			http.Error(w, "store state damaged: "+err.Error()+" (see `onetick status` and `onetick repair`)", http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprintln(w, "ok")
+		fmt.Fprintln(w, "ok:", describe(ctx))
 	})
 	return mux
 }

@@ -37,10 +37,13 @@ func cmdStatus(ctx context.Context, args []string, env Env) error {
 		return fmt.Errorf("reading status from %s: %v", f.MaskedRedisURL(), err)
 	}
 	runs := readRuns(sctx, f, b)
+	if !*asJSON {
+		fmt.Fprintf(env.Stdout, "store: %s\n", describeStore(sctx, f, b))
+	}
 	if *asJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(statusWithRuns{Status: st, Runs: runs}); err != nil {
+		if err := enc.Encode(statusWithRuns{Status: st, Runs: runs, Store: describeStore(sctx, f, b)}); err != nil {
 			return err
 		}
 	} else {
@@ -142,7 +145,8 @@ func printDamage(w io.Writer, ds []*onetick.DamageError) {
 // when jobs have run blocks, the worker fleet's.
 type statusWithRuns struct {
 	*onetick.Status
-	Runs *worker.Status `json:"runs,omitempty"`
+	Runs  *worker.Status `json:"runs,omitempty"`
+	Store string         `json:"store"`
 }
 
 // readRuns reads the worker status of the jobs with a run block (nil when
