@@ -295,7 +295,11 @@ func TestCommandKillGraceForGroupIgnoringSIGTERM(t *testing.T) {
 
 func TestCommandGetsSIGTERMFirst(t *testing.T) {
 	c, rec := newCommand(t, executor.CommandConfig{
-		Argv:      sh(`trap 'echo got-term; exit 0' TERM; sleep 300 & echo "bg $!"; wait`),
+		// A loop of short sleeps, not one long one: a SIGTERM that reaches
+		// a forked child before it has exec'd sleep runs the shell's trap
+		// machinery there and is lost, and that sleep then runs its course.
+		// ("bg" is the shell itself here.)
+		Argv:      sh(`trap 'echo got-term; exit 0' TERM; echo "bg $$"; while :; do sleep 1; done`),
 		KillGrace: time.Hour, // a SIGKILL would come far too late to matter
 	})
 	r := startRun(t, c, rec)
@@ -381,5 +385,28 @@ func TestNewCommandValidation(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Field != c.field || !errors.Is(err, onetick.ErrInvalidConfig) {
 			t.Errorf("%+v: NewCommand = %v, want a ConfigError for field %s", c.cfg, err, c.field)
 		}
+	}
+}
+
+func TestCommandIgnoringLargePayload(t *testing.T) {
+	// More than a pipe buffer, to a program that never reads it: the
+	// payload writer must not keep Execute waiting.
+	c, _ := newCommand(t, executor.CommandConfig{Argv: []string{"true"}})
+	r := testRun()
+	r.Payload = json.RawMessage(`"` + strings.Repeat("x", 1<<20) + `"`)
+	if err := c.Execute(context.Background(), r); err != nil {
+		t.Fatalf("Execute = %v", err)
+	}
+}
+
+func TestCommandNotStartedWhenContextDone(t *testing.T) {
+	c, rec := newCommand(t, executor.CommandConfig{Argv: []string{"true"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.Execute(ctx, testRun()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Execute = %v, want context.Canceled", err)
+	}
+	if len(rec.Entries()) != 0 {
+		t.Fatalf("something ran:\n%s", rec)
 	}
 }

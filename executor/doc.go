@@ -92,7 +92,7 @@
 // exits only when group G is empty, and Execute returns only after the
 // supervisor has exited: when Execute returns, nothing of the run is left.
 // Execute does not trust the supervisor blindly: if it has not exited
-// KillGrace plus a few seconds after being asked to stop, Execute kills
+// KillGrace plus ten seconds after being asked to stop, Execute kills
 // group G and the supervisor itself with SIGKILL.
 //
 // Why this design. The requirement is that a replica that dies, however it

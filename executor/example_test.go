@@ -6,48 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sync/atomic"
 	"time"
 
-	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/executor"
 	"github.com/onetick/onetick/executor/webhook"
 )
-
-// A command runs once per attempt; its output lines are logged with the
-// tick id. The program's main must call executor.MaybeSupervise() first
-// (this test binary's TestMain does).
-func ExampleCommand() {
-	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey {
-				return slog.Attr{} // keep the example's output stable
-			}
-			return a
-		},
-	}))
-	cmd, err := executor.NewCommand(executor.CommandConfig{
-		Argv:    []string{"echo", "hello from", "onetick"},
-		Timeout: time.Minute,
-		Logger:  log,
-	})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	slot := onetick.Slot(1714543200000)
-	err = cmd.Execute(context.Background(), executor.Run{
-		Job: "hello", Slot: slot, Tick: onetick.TickID("hello", slot), Epoch: 3, Attempt: 1,
-	})
-	fmt.Println("error:", err)
-	// Output:
-	// level=INFO msg=output job=hello tick=hello:1714543200000 stream=stdout line="hello from onetick"
-	// error: <nil>
-}
 
 // An HTTP executor signs each request per the Standard Webhooks spec; the
 // receiver checks it with webhook.Verify. A 410 from the receiver is

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -19,9 +18,7 @@ func TestMain(m *testing.M) {
 	// The command executor re-executes this binary as its supervisor; this
 	// call turns those processes into supervisors, and lets NewCommand work.
 	executor.MaybeSupervise()
-	if os.Getenv(helperEnv) != "" {
-		os.Exit(orphanHelper())
-	}
+	runHelperIfAsked()
 	goleak.VerifyTestMain(m)
 }
 

@@ -23,6 +23,14 @@ import (
 // helperEnv makes the test binary run orphanHelper instead of the tests.
 const helperEnv = "EXECUTOR_TEST_ORPHAN_HELPER"
 
+// runHelperIfAsked turns this process into orphanHelper when the test that
+// needs one started it.
+func runHelperIfAsked() {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(orphanHelper())
+	}
+}
+
 // orphanHelper plays onetick: it runs a command whose shell backgrounds a
 // grandchild, logging JSON to stdout, and blocks until it is killed.
 func orphanHelper() int {
