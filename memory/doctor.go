@@ -56,6 +56,15 @@ func (b *Backend) DeleteEpoch() {
 	b.dmg.epoch = nil
 }
 
+// SetEpoch sets the epoch counter, as a store that lost increments would
+// have it. It is a test hook.
+func (b *Backend) SetEpoch(e onetick.Epoch) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.epoch = e
+	b.dmg.epoch = nil
+}
+
 // DamageHistory damages the leadership history: the whole of it (another
 // type) or, with whole false, one new garbage entry at its head. It is a
 // test hook.

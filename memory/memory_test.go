@@ -55,6 +55,8 @@ func damage(_ *testing.T, ob onetick.Backend, d backendtest.Damage) bool {
 		b.DamageEpoch(onetick.DamageValue)
 	case backendtest.EpochDeleted:
 		b.DeleteEpoch()
+	case backendtest.EpochRolledBack:
+		b.SetEpoch(1)
 	case backendtest.HistoryGarbageEntry:
 		b.DamageHistory(false)
 	case backendtest.HistoryWrongType:

@@ -50,6 +50,8 @@ func damage(t *testing.T, b *redis.Backend, d backendtest.Damage) {
 		err = c.Set(ctx, p+":epoch", "seven", 0).Err()
 	case backendtest.EpochDeleted:
 		err = c.Del(ctx, p+":epoch").Err()
+	case backendtest.EpochRolledBack:
+		err = c.Set(ctx, p+":epoch", "1", 0).Err()
 	case backendtest.HistoryGarbageEntry:
 		err = c.LPush(ctx, p+":terms", "not json").Err()
 	case backendtest.HistoryWrongType:

@@ -78,7 +78,7 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("validate examples/redis.yaml: code %d, %q", code, out)
 	}
 	// Every configuration the project ships stays valid.
-	for _, f := range []string{"../../examples/hello.yaml", "../../deploy/systemd/onetick.yaml"} {
+	for _, f := range []string{"../../examples/hello.yaml", "../../examples/sentinel.yaml", "../../examples/cluster.yaml", "../../deploy/systemd/onetick.yaml"} {
 		if out, stderr, code := runCmd(t, nil, "validate", "--config", f); code != 0 {
 			t.Errorf("validate %s: code %d, %q %q", f, code, out, stderr)
 		}
