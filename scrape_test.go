@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,20 +60,52 @@ func scrape(tb testing.TB, h http.Handler, gzip bool) *bytes.Buffer {
 
 // BenchmarkScrape reports the size of one scrape of /metrics (text format:
 // bytes, lines, and bytes gzipped) with the series as they are after
-// start, job names of 10 bytes, one schedule for all. `make bench` runs
-// it; the README quotes it.
+// start, job names of 10 bytes, one schedule for all: with the default
+// choice of per-job series and with every job's. `make bench` runs it; the
+// README quotes it.
 func BenchmarkScrape(b *testing.B) {
 	for _, n := range []int{2000, 100000} {
-		b.Run(fmt.Sprintf("jobs=%d", n), func(b *testing.B) {
-			h := scrapeFleet(b, n, nil)
-			body := scrape(b, h, false)
-			zipped := scrape(b, h, true)
-			for b.Loop() {
-				scrape(b, h, false)
-			}
-			b.ReportMetric(float64(body.Len()), "scrape-bytes")
-			b.ReportMetric(float64(bytes.Count(body.Bytes(), []byte("\n"))), "scrape-lines")
-			b.ReportMetric(float64(zipped.Len()), "scrape-gzip-bytes")
-		})
+		for _, mode := range []onetick.JobMetricsMode{onetick.JobMetricsAuto, onetick.JobMetricsAll} {
+			b.Run(fmt.Sprintf("jobs=%d/per_job=%s", n, mode), func(b *testing.B) {
+				h := scrapeFleet(b, n, func(c *onetick.Config) { c.JobMetrics.Mode = mode })
+				body := scrape(b, h, false)
+				zipped := scrape(b, h, true)
+				for b.Loop() {
+					scrape(b, h, false)
+				}
+				b.ReportMetric(float64(body.Len()), "scrape-bytes")
+				b.ReportMetric(float64(bytes.Count(body.Bytes(), []byte("\n"))), "scrape-lines")
+				b.ReportMetric(float64(zipped.Len()), "scrape-gzip-bytes")
+			})
+		}
 	}
+}
+
+// With the default choice the scrape does not grow with the number of jobs
+// beyond the limit: the per-job series go, the fleet totals stay.
+func TestScrapeBoundedByDefault(t *testing.T) {
+	lines := func(n int) (total, perJob int) {
+		body := scrape(t, scrapeFleet(t, n, nil), false).String()
+		for _, l := range strings.Split(body, "\n") {
+			if strings.HasPrefix(l, "scheduler_job_ticks_enqueued_total{") {
+				perJob++
+			}
+		}
+		return strings.Count(body, "\n"), perJob
+	}
+	atLimit, perJob := lines(onetick.DefaultJobMetricsLimit)
+	if perJob != onetick.DefaultJobMetricsLimit {
+		t.Fatalf("%d jobs (the limit): %d have their own series, want all", onetick.DefaultJobMetricsLimit, perJob)
+	}
+	over, perJobOver := lines(onetick.DefaultJobMetricsLimit + 1)
+	many, perJobMany := lines(3 * onetick.DefaultJobMetricsLimit)
+	if perJobOver != 0 || perJobMany != 0 {
+		t.Fatalf("beyond the limit %d and %d jobs have their own series, want none", perJobOver, perJobMany)
+	}
+	if over != many || over >= atLimit/10 {
+		t.Fatalf("scrape of %d lines at the limit, %d one job beyond, %d at 3× the limit: want the last two equal and small",
+			atLimit, over, many)
+	}
+	t.Logf("scrape lines: %d at %d jobs, %d at %d jobs, %d at %d jobs", atLimit, onetick.DefaultJobMetricsLimit,
+		over, onetick.DefaultJobMetricsLimit+1, many, 3*onetick.DefaultJobMetricsLimit)
 }
