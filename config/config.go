@@ -36,6 +36,7 @@ type File struct {
 	Backend Backend `yaml:"backend"`
 	Lease   Lease   `yaml:"lease"`
 	HTTP    HTTP    `yaml:"http"`
+	Metrics Metrics `yaml:"metrics"`
 	Jobs    []Job   `yaml:"jobs"`
 
 	// dir is the directory relative TLS file names are resolved against

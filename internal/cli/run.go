@@ -186,7 +186,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	sched, err := onetick.New(onetick.Config{
-		Backend: b, Replica: *replica, Jobs: jobs, Lease: f.LeaseConfig(), Sink: sink,
+		Backend: b, Replica: *replica, Jobs: jobs, Lease: f.LeaseConfig(), JobMetrics: f.JobMetrics(), Sink: sink,
 		Logger: base, Registerer: reg, Clock: clock,
 		OnNewLeader: func(l onetick.Lease) {
 			log.Info("leader observed", "leader", l.Holder, "leader_epoch", int64(l.Epoch))
