@@ -183,8 +183,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	if clock != nil {
 		log.Warn("test build: replica clock is skewed", "offset", env.Getenv("ONETICK_TEST_CLOCK_OFFSET"))
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := MetricsRegistry()
 	sched, err := onetick.New(onetick.Config{
 		Backend: b, Replica: *replica, Jobs: jobs, Lease: f.LeaseConfig(), JobMetrics: f.JobMetrics(), Sink: sink,
 		Logger: base, Registerer: reg, Clock: clock,
@@ -244,6 +243,16 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 		log.Info("onetick stopped")
 	}
 	return runErr
+}
+
+// MetricsRegistry returns the registry a replica serves on /metrics, before
+// the scheduler adds its own metrics: the Go runtime's and the process's.
+// The tests of the shipped dashboard and alert rules check their queries
+// against it.
+func MetricsRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }
 
 // handler serves /metrics, /healthz, /readyz and /status.
