@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -19,8 +20,8 @@ import (
 
 // scrapeFleet builds a scheduler with n jobs on a registry like the
 // daemon's (the Go and process collectors too) and returns its /metrics
-// handler.
-func scrapeFleet(tb testing.TB, n int, edit func(*onetick.Config)) http.Handler {
+// handler and the Go heap onetick.New retained per job.
+func scrapeFleet(tb testing.TB, n int, edit func(*onetick.Config)) (http.Handler, float64) {
 	tb.Helper()
 	sched, err := cron.Parse("@every 1m", nil)
 	if err != nil {
@@ -36,10 +37,17 @@ func scrapeFleet(tb testing.TB, n int, edit func(*onetick.Config)) http.Handler 
 	if edit != nil {
 		edit(&cfg)
 	}
-	if _, err := onetick.New(cfg); err != nil {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s, err := onetick.New(cfg)
+	if err != nil {
 		tb.Fatal(err)
 	}
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(s)
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(n)
 }
 
 // scrape fetches the text exposition, gzipped or not, as Prometheus does.
@@ -61,13 +69,14 @@ func scrape(tb testing.TB, h http.Handler, gzip bool) *bytes.Buffer {
 // BenchmarkScrape reports the size of one scrape of /metrics (text format:
 // bytes, lines, and bytes gzipped) with the series as they are after
 // start, job names of 10 bytes, one schedule for all: with the default
-// choice of per-job series and with every job's. `make bench` runs it; the
-// README quotes it.
+// choice of per-job series and with every job's; and the Go heap
+// onetick.New retains per job (job state and series). `make bench` runs it;
+// the README quotes it.
 func BenchmarkScrape(b *testing.B) {
 	for _, n := range []int{2000, 100000} {
 		for _, mode := range []onetick.JobMetricsMode{onetick.JobMetricsAuto, onetick.JobMetricsAll} {
 			b.Run(fmt.Sprintf("jobs=%d/per_job=%s", n, mode), func(b *testing.B) {
-				h := scrapeFleet(b, n, func(c *onetick.Config) { c.JobMetrics.Mode = mode })
+				h, heap := scrapeFleet(b, n, func(c *onetick.Config) { c.JobMetrics.Mode = mode })
 				body := scrape(b, h, false)
 				zipped := scrape(b, h, true)
 				for b.Loop() {
@@ -76,6 +85,7 @@ func BenchmarkScrape(b *testing.B) {
 				b.ReportMetric(float64(body.Len()), "scrape-bytes")
 				b.ReportMetric(float64(bytes.Count(body.Bytes(), []byte("\n"))), "scrape-lines")
 				b.ReportMetric(float64(zipped.Len()), "scrape-gzip-bytes")
+				b.ReportMetric(heap, "heap-bytes/job")
 			})
 		}
 	}
@@ -85,7 +95,8 @@ func BenchmarkScrape(b *testing.B) {
 // beyond the limit: the per-job series go, the fleet totals stay.
 func TestScrapeBoundedByDefault(t *testing.T) {
 	lines := func(n int) (total, perJob int) {
-		body := scrape(t, scrapeFleet(t, n, nil), false).String()
+		h, _ := scrapeFleet(t, n, nil)
+		body := scrape(t, h, false).String()
 		for _, l := range strings.Split(body, "\n") {
 			if strings.HasPrefix(l, "scheduler_job_ticks_enqueued_total{") {
 				perJob++
