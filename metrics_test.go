@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -273,5 +275,42 @@ func TestFleetTotalsCountEveryJob(t *testing.T) {
 	}
 	if got := jobsWithSeries(t, reg); !slices.Equal(got, []string{"a"}) {
 		t.Errorf("jobs with their own series %v, want [a]", got)
+	}
+}
+
+// The README's metrics tables list exactly the metrics onetick exports,
+// with their labels.
+func TestREADMEMetricsTable(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `(scheduler_[a-z_]+)(?:\\{([a-z_,]+)\\})?` \\|")
+	listed := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(string(data), -1) {
+		listed[m[1]] = m[2]
+	}
+	reg, _ := lintedScheduler(t)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		var labels []string
+		for _, l := range mf.GetMetric()[0].GetLabel() {
+			labels = append(labels, l.GetName())
+		}
+		want := strings.Join(labels, ",")
+		got, ok := listed[mf.GetName()]
+		switch {
+		case !ok:
+			t.Errorf("README: no row for %s", mf.GetName())
+		case got != want:
+			t.Errorf("README: %s{%s}, exported with labels {%s}", mf.GetName(), got, want)
+		}
+		delete(listed, mf.GetName())
+	}
+	for name := range listed {
+		t.Errorf("README lists %s, which is not exported", name)
 	}
 }
