@@ -247,10 +247,7 @@ func TestFleetTotalsCountEveryJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runUntilCleanup(t, s)
 	block(t, fc, 3) // renew, trust deadline, the wait for the slot at +1s
 	fc.Advance(time.Second)
 	if n := <-delivered; n != 3 {
@@ -313,4 +310,12 @@ func TestREADMEMetricsTable(t *testing.T) {
 	for name := range listed {
 		t.Errorf("README lists %s, which is not exported", name)
 	}
+}
+
+// runUntilCleanup runs s until the test ends.
+func runUntilCleanup(t *testing.T, s *onetick.Scheduler) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 }
