@@ -267,8 +267,11 @@ func TestStaleLeaderIsFenced(t *testing.T) {
 	close(g.gate) // a wakes
 	stopB()
 	stopA()
-	if got := testutil.ToFloat64(a.Metrics().FencedTicks.WithLabelValues("hb")); got < 1 {
+	if got := testutil.ToFloat64(a.Metrics().JobFencedTicks.WithLabelValues("hb")); got < 1 {
 		t.Fatalf("fenced counter of the stale leader %v, want >= 1", got)
+	}
+	if got := testutil.ToFloat64(a.Metrics().FencedTicks); got < 1 {
+		t.Fatalf("fleet total of fenced ticks of the stale leader %v, want >= 1", got)
 	}
 	seen := map[onetick.Slot]onetick.Epoch{}
 	var maxA onetick.Slot

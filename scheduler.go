@@ -77,6 +77,10 @@ type Config struct {
 	Registerer prometheus.Registerer // nil: metrics are not registered
 	// Metrics, if set, is used instead of creating metrics on Registerer.
 	Metrics *Metrics
+	// JobMetrics chooses the jobs that get their own metric series; the
+	// fleet totals count every job. Default: every job while there are at
+	// most 1,000, beyond that only JobMetrics.Jobs.
+	JobMetrics JobMetrics
 	// OnNewLeader is passed to the elector.
 	OnNewLeader func(Lease)
 }
@@ -129,7 +133,7 @@ func (c *Config) Validate() error {
 			return configErr(f("payload"), "is not valid JSON")
 		}
 	}
-	return nil
+	return c.JobMetrics.validate(seen)
 }
 
 // ValidJobName checks a job name: required, at most 200 bytes, no spaces
@@ -193,10 +197,7 @@ type jobState struct {
 	retry     bool          // set by the last claim: wake by backoff
 	backoff   time.Duration // current retry delay while damaged
 
-	// The job's metric series, looked up once: at 100,000 jobs a label
-	// lookup per tick costs more than the claim.
-	enqueued, duplicate, fenced, missed, catchup, brokenCtr, paused prometheus.Counter
-	lastFired                                                       prometheus.Gauge
+	metrics jobMetrics
 }
 
 // New validates cfg and builds a Scheduler.
@@ -228,17 +229,18 @@ func New(cfg Config) (*Scheduler, error) {
 	m.LeaseTTL.Set(lease.TTL.Seconds())
 	s := &Scheduler{cfg: cfg, lease: lease, metrics: m, clock: cfg.Clock,
 		log: cfg.Logger.With("replica", cfg.Replica), ctlCheckEvery: time.Second}
+	own, all := cfg.JobMetrics.selects(len(cfg.Jobs))
+	exported := 0
 	for _, j := range cfg.Jobs {
 		j = withJobDefaults(j, lease.TTL)
-		// Looking the series up creates them at zero, so that increase()
-		// sees the first event and dashboards list every job.
-		m.JobInfo.WithLabelValues(j.Name, string(j.Prefer)).Set(1)
-		js := &jobState{Job: j,
-			enqueued: m.EnqueuedTicks.WithLabelValues(j.Name), duplicate: m.DuplicateTicks.WithLabelValues(j.Name),
-			fenced: m.FencedTicks.WithLabelValues(j.Name), missed: m.MissedTicks.WithLabelValues(j.Name),
-			catchup: m.CatchupTicks.WithLabelValues(j.Name), lastFired: m.LastFiredSlot.WithLabelValues(j.Name),
-			brokenCtr: m.BrokenTicks.WithLabelValues(j.Name), paused: m.PausedTicks.WithLabelValues(j.Name)}
+		js := &jobState{Job: j, metrics: m.forJob(j.Name, j.Prefer, own(j.Name))}
+		if js.metrics.own != nil {
+			exported++
+		}
 		s.jobs = append(s.jobs, js)
+	}
+	if !all {
+		s.logJobMetrics(exported)
 	}
 	e, err := NewElector(ElectorConfig{
 		Backend: cfg.Backend, Holder: cfg.Replica, Lease: cfg.Lease, Clock: cfg.Clock,
@@ -519,11 +521,11 @@ func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger, ticks []Tick) 
 		// Slots of a pause interval are paused, not missed.
 		if ctl, ok := s.controls[j.Name]; ok {
 			if p := pausedSlots(j.Schedule, ctl, c, end); p > 0 {
-				j.paused.Add(float64(p))
+				j.metrics.paused(p)
 				skipped -= p
 			}
 		}
-		j.missed.Add(float64(skipped))
+		j.metrics.missed(skipped)
 		lastSkipped := prevSlotBefore(j.Schedule, c, end+1)
 		attrs := []any{"job", j.Name, "prefer", string(j.Prefer), "from", nextSlot(j.Schedule, c).String(),
 			"to", lastSkipped.String(), "skipped", skipped}
@@ -636,7 +638,7 @@ func (s *Scheduler) claim(ctx context.Context, ld *Leadership, ticks []Tick, own
 		switch {
 		case errors.Is(c.err, ErrFenced):
 			for _, j := range c.owners {
-				j.fenced.Inc()
+				j.metrics.fenced()
 			}
 			if !fenced {
 				log.Error("claim fenced by the store: this replica's lease was superseded; stepping down", "ticks", len(c.ticks))
@@ -687,23 +689,19 @@ func (s *Scheduler) account(ld *Leadership, c *claimCall, log *slog.Logger) (ear
 		j := c.owners[i]
 		switch res.Outcomes[i] {
 		case Claimed:
-			j.enqueued.Inc()
+			j.metrics.claimed(t.Slot, t.Slot < j.planTop)
 			s.metrics.TickDelay.Observe(res.StoreTime.Sub(t.Slot.Time()).Seconds())
-			j.lastFired.Set(float64(t.Slot) / 1000)
-			if t.Slot < j.planTop {
-				j.catchup.Inc()
-			}
 			j.cursor = max(j.cursor, t.Slot)
 			if s.cfg.Sink != nil {
 				delivered = append(delivered, TickRecord{Job: t.Job, Slot: t.Slot, Tick: t.ID(),
 					Epoch: ld.Lease.Epoch, Replica: ld.Lease.Holder, Payload: t.Payload})
 			}
 		case Duplicate:
-			j.duplicate.Inc()
+			j.metrics.duplicate()
 			log.Warn("duplicate tick refused by the store", "job", t.Job, "slot", t.Slot.String())
 			j.cursor = max(j.cursor, t.Slot)
 		case Paused:
-			j.paused.Inc()
+			j.metrics.paused(1)
 			j.cursor = max(j.cursor, t.Slot)
 		case Early:
 			early = true
@@ -717,7 +715,7 @@ func (s *Scheduler) account(ld *Leadership, c *claimCall, log *slog.Logger) (ear
 			s.markBroken(j, d, log)
 			if t.Slot > j.brokenTop {
 				j.brokenTop = t.Slot
-				j.brokenCtr.Inc()
+				j.metrics.broken()
 			}
 		}
 		if o := res.Outcomes[i]; o == Claimed || o == Duplicate || o == Paused {
@@ -726,8 +724,10 @@ func (s *Scheduler) account(ld *Leadership, c *claimCall, log *slog.Logger) (ear
 	}
 	if len(delivered) > 0 {
 		if err := s.cfg.Sink.Deliver(context.Background(), delivered); err != nil {
-			for _, r := range delivered {
-				s.metrics.DeliveryErrors.WithLabelValues(r.Job).Inc()
+			for i, o := range res.Outcomes {
+				if o == Claimed {
+					c.owners[i].metrics.deliveryFailed()
+				}
 			}
 			log.Error("sink delivery failed", "err", err, "ticks", len(delivered))
 		}

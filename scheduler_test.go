@@ -47,8 +47,11 @@ func TestSkippedSlotIsCountedAtTakeover(t *testing.T) {
 	// The elector's renew and deadline timers and the scheduler's wait for
 	// the next slot: a scheduler that spun would never block on a timer.
 	block(t, fc, 3)
-	if got := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("five")); got != 1 {
+	if got := testutil.ToFloat64(s.Metrics().JobMissedTicks.WithLabelValues("five", "missed")); got != 1 {
 		t.Fatalf("missed counter %v, want 1 (the slot at %s)", got, start)
+	}
+	if got := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("missed")); got != 1 {
+		t.Fatalf("fleet total of missed slots (prefer missed) %v, want 1", got)
 	}
 	fc.Advance(3500 * time.Millisecond) // the next slot is due
 	for len(mem.Stream("s")) < 2 {
@@ -102,7 +105,7 @@ func TestPausedLeaderCountsNothing(t *testing.T) {
 	if s.Elector().IsLeader() {
 		t.Fatal("still leading after the trust deadline")
 	}
-	if got := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("sec")); got != 0 {
+	if got := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("missed")); got != 0 {
 		t.Fatalf("a paused leader counted %v missed slots", got)
 	}
 	if n := len(mem.Stream("s")); n != 0 {

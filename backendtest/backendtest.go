@@ -666,10 +666,14 @@ func testSchedulerCatchUp(t *testing.T, h Harness, b onetick.Backend) {
 		t.Fatalf("catch-up did not resume right after the persisted slot: %v...", slots[:2])
 	}
 	m := s.Metrics()
-	if got := testutil.ToFloat64(m.CatchupTicks.WithLabelValues("dup")); got < 15 {
+	got := testutil.ToFloat64(m.JobCatchupTicks.WithLabelValues("dup"))
+	if got < 15 {
 		t.Errorf("catch-up counter %v, want at least 15 (2s of 100ms slots)", got)
 	}
-	if got := testutil.ToFloat64(m.MissedTicks.WithLabelValues("dup")); got != 0 {
+	if total := testutil.ToFloat64(m.CatchupTicks); total != got {
+		t.Errorf("fleet catch-up total %v, want the one job's %v", total, got)
+	}
+	if got := testutil.ToFloat64(m.JobMissedTicks.WithLabelValues("dup", "duplicate")); got != 0 {
 		t.Errorf("missed counter %v, want 0", got)
 	}
 }
@@ -683,9 +687,13 @@ func testSchedulerSkipsBeyondGrace(t *testing.T, h Harness, b onetick.Backend) {
 		t.Fatalf("fired slot %s, more than the 1s grace before the leader started (%s)", first, start)
 	}
 	checkContiguous(t, recs[1:], "miss", step)
-	missed := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("miss"))
+	missed := testutil.ToFloat64(s.Metrics().JobMissedTicks.WithLabelValues("miss", "missed"))
 	if want := float64((first-s0)/step - 1); missed != want {
 		t.Fatalf("missed counter %v, want %v (every slot between %s and %s)", missed, want, s0, first)
+	}
+	// The alerts read the fleet total of the jobs that prefer missed.
+	if total := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("missed")); total != missed {
+		t.Fatalf("fleet total of missed slots (prefer missed) %v, want the one job's %v", total, missed)
 	}
 }
 
@@ -694,11 +702,17 @@ func testSchedulerMaxCatchup(t *testing.T, h Harness, b onetick.Backend) {
 	s0, _, recs, s := lateRun(t, h, b, onetick.Job{Name: "cap", Prefer: onetick.PreferDuplicate,
 		MaxCatchup: 5, Stream: "mc"}, 3*time.Second)
 	slots := checkContiguous(t, recs[1:], "cap", step)
-	missed := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("cap"))
+	missed := testutil.ToFloat64(s.Metrics().JobMissedTicks.WithLabelValues("cap", "duplicate"))
 	if want := float64((slots[0]-s0)/step - 1); missed != want || missed < 20 {
 		t.Fatalf("missed counter %v, want %v (>= 20) beyond max_catchup", missed, want)
 	}
-	if cu := testutil.ToFloat64(s.Metrics().CatchupTicks.WithLabelValues("cap")); cu > 4 {
+	if total := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("duplicate")); total != missed {
+		t.Fatalf("fleet total of missed slots (prefer duplicate) %v, want the one job's %v", total, missed)
+	}
+	if total := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("missed")); total != 0 {
+		t.Fatalf("fleet total of missed slots (prefer missed) %v, want 0: the job prefers duplicate", total)
+	}
+	if cu := testutil.ToFloat64(s.Metrics().JobCatchupTicks.WithLabelValues("cap")); cu > 4 {
 		t.Fatalf("catch-up counter %v, want at most 4 with max_catchup 5", cu)
 	}
 }
@@ -834,7 +848,7 @@ func testThreeReplicas(t *testing.T, h Harness, b onetick.Backend) {
 	}
 	var dups float64
 	for _, r := range all {
-		dups += testutil.ToFloat64(r.s.Metrics().DuplicateTicks.WithLabelValues("hb"))
+		dups += testutil.ToFloat64(r.s.Metrics().JobDuplicateTicks.WithLabelValues("hb")) + testutil.ToFloat64(r.s.Metrics().DuplicateTicks)
 	}
 	if dups != 0 {
 		t.Errorf("duplicate counter %v, want 0", dups)

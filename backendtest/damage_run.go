@@ -73,8 +73,12 @@ func testDamageWhileRunning(t *testing.T, h Harness, _ onetick.Backend) {
 				if got := testutil.ToFloat64(m.BrokenJobs); got != 1 {
 					t.Fatalf("scheduler_broken_jobs %v, want 1", got)
 				}
-				if got := testutil.ToFloat64(m.BrokenTicks.WithLabelValues("b")); got < 3 {
+				got := testutil.ToFloat64(m.JobBrokenTicks.WithLabelValues("b"))
+				if got < 3 {
 					t.Fatalf("broken ticks of b %v, want at least 3", got)
+				}
+				if total := testutil.ToFloat64(m.BrokenTicks); total < got {
+					t.Fatalf("fleet total of broken ticks %v, below b's %v", total, got)
 				}
 				if r.s.Ready() != nil {
 					t.Fatalf("one job's damage made the replica unready: %v", r.s.Ready())

@@ -38,9 +38,10 @@ type File struct {
 	Lease   Lease   `yaml:"lease"`
 	HTTP    HTTP    `yaml:"http"`
 	// Role is what each replica does: both (default), scheduler or worker.
-	Role   string `yaml:"role"`
-	Worker Worker `yaml:"worker"`
-	Jobs   []Job  `yaml:"jobs"`
+	Role    string  `yaml:"role"`
+	Worker  Worker  `yaml:"worker"`
+	Metrics Metrics `yaml:"metrics"`
+	Jobs    []Job   `yaml:"jobs"`
 
 	// dir is the directory relative TLS file names are resolved against
 	// (set by Load; empty: the working directory).

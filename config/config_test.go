@@ -39,6 +39,10 @@ lease:
   safety_margin: 1.5s # default ttl/10
 http:
   listen: 127.0.0.1:9464   # default 127.0.0.1:9464 (loopback by default); use off to disable
+metrics:
+  per_job: auto            # auto (default), all, listed or none
+  per_job_limit: 1000      # auto: every job has its own series while there are at most this many
+  jobs: [nightly-billing]  # with auto (also beyond the limit) and listed
 jobs:
   - name: nightly-billing
     schedule: "0 2 * * *"
@@ -82,8 +86,9 @@ func TestFullExample(t *testing.T) {
 			ClockTolerance: Duration(100 * time.Millisecond),
 			Durability:     "async", Replicas: 1, ReplicationTimeout: Duration(100 * time.Millisecond),
 		}},
-		Lease: Lease{TTL: Duration(15 * time.Second), Renew: Duration(5 * time.Second), SafetyMargin: Duration(1500 * time.Millisecond)},
-		HTTP:  HTTP{Listen: "127.0.0.1:9464"},
+		Lease:   Lease{TTL: Duration(15 * time.Second), Renew: Duration(5 * time.Second), SafetyMargin: Duration(1500 * time.Millisecond)},
+		HTTP:    HTTP{Listen: "127.0.0.1:9464"},
+		Metrics: Metrics{PerJob: "auto", PerJobLimit: 1000, Jobs: []string{"nightly-billing"}},
 		Jobs: []Job{{
 			Name: "nightly-billing", Schedule: "0 2 * * *", Timezone: "Europe/Berlin", Prefer: "missed",
 			Grace: Duration(30 * time.Second), MaxCatchup: 100, Stream: "billing:jobs", MaxLen: 10000,
@@ -91,7 +96,8 @@ func TestFullExample(t *testing.T) {
 		}},
 	}
 	if f.Path != want.Path || !reflect.DeepEqual(f.Backend, want.Backend) || f.Lease != want.Lease || f.HTTP != want.HTTP ||
-		!reflect.DeepEqual(f.Jobs, want.Jobs) || f.Role != RoleBoth || f.Worker.Heartbeat.D() != 5*time.Second {
+		!reflect.DeepEqual(f.Metrics, want.Metrics) || !reflect.DeepEqual(f.Jobs, want.Jobs) || f.Role != RoleBoth ||
+		f.Worker.Heartbeat.D() != 5*time.Second {
 		t.Fatalf("got\n%+v %+v\nwant\n%+v %+v", f, f.Backend.Redis, want, want.Backend.Redis)
 	}
 	if !f.HTTP.Enabled() {
@@ -132,14 +138,18 @@ func TestFullExample(t *testing.T) {
 	if lc.TTL != 15*time.Second || lc.Renew != 5*time.Second || lc.SafetyMargin != 1500*time.Millisecond {
 		t.Errorf("LeaseConfig = %+v", lc)
 	}
-	cfg := onetick.Config{Backend: memory.New(memory.Options{}), Jobs: jobs, Lease: lc}
+	jm := f.JobMetrics()
+	if jm.Mode != onetick.JobMetricsAuto || jm.Limit != 1000 || len(jm.Jobs) != 1 || jm.Jobs[0] != "nightly-billing" {
+		t.Errorf("JobMetrics = %+v", jm)
+	}
+	cfg := onetick.Config{Backend: memory.New(memory.Options{}), Jobs: jobs, Lease: lc, JobMetrics: jm}
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("onetick rejects the converted config: %v", err)
 	}
 }
 
 func TestEmptyFile(t *testing.T) {
-	for _, text := range []string{"", "\n", "# just a comment\n", "---\n", "---\n...\n", "jobs: []\n", "backend:\nlease:\nhttp:\njobs:\n"} {
+	for _, text := range []string{"", "\n", "# just a comment\n", "---\n", "---\n...\n", "jobs: []\n", "backend:\nlease:\nhttp:\nmetrics:\njobs:\n"} {
 		f, err := parse("empty.yaml", []byte(text), noEnv)
 		if err != nil {
 			t.Fatalf("%q: %v", text, err)
@@ -150,6 +160,9 @@ func TestEmptyFile(t *testing.T) {
 		}
 		if jobs, err := f.OneTickJobs(); err != nil || len(jobs) != 0 {
 			t.Errorf("%q: OneTickJobs = %v, %v", text, jobs, err)
+		}
+		if !reflect.DeepEqual(f.Metrics, Metrics{PerJob: "auto", PerJobLimit: onetick.DefaultJobMetricsLimit}) {
+			t.Errorf("%q: metrics = %+v", text, f.Metrics)
 		}
 	}
 }

@@ -32,6 +32,11 @@
 //	  listen: 127.0.0.1:9464   # default 127.0.0.1:9464 (loopback); "off" disables
 //	  token: ${ONETICK_HTTP_TOKEN} # bearer token for API changes (and reads from outside
 //	                           # loopback); at least 16 bytes; absent: the API is read-only
+//	metrics:                   # which jobs get their own series; fleet totals count every job
+//	  per_job: auto            # auto (default): all jobs while at most per_job_limit, else the listed;
+//	                           # all, listed or none
+//	  per_job_limit: 1000      # default 1000; only with auto
+//	  jobs: [nightly-billing]  # names of configured jobs, each once; with auto and listed
 //	jobs:
 //	  - name: nightly-billing        # required, unique; no spaces, at most 200 bytes
 //	    schedule: "0 2 * * *"        # required; see package cron
@@ -46,9 +51,16 @@
 // Every section and field is optional unless marked required; an empty file
 // is valid (no jobs, embedded backend). Unknown fields are errors. A field
 // set to null (or left empty, as in "grace:") counts as absent, and so does
-// 0 for grace, max_catchup and clock_tolerance and "" for the strings with a
-// default, except http.listen, where "" is an error: write off to disable
-// the server.
+// 0 for grace, max_catchup, per_job_limit and clock_tolerance and "" for
+// the strings with a default, except http.listen, where "" is an error:
+// write off to disable the server.
+//
+// The metrics section bounds the size of a scrape: each job's own series
+// cost about 450 bytes of every scrape of /metrics, so a fleet of 100,000
+// jobs would send 44 MB each time. By default jobs beyond the 1,000th get
+// no series of their own (the replica says so in its log at start), only
+// those listed; the fleet totals, which the shipped alerts read, count
+// every job.
 //
 // Durations use Go syntax with a unit: 15s, 1m30s, 250ms. A bare number
 // such as 15 is an error (only 0 is accepted without a unit).
@@ -92,8 +104,8 @@
 //
 // # Using the result
 //
-// OneTickJobs and LeaseConfig give the onetick.Job and onetick.LeaseConfig
-// values for onetick.Config; for Redis, RedisOptions gives the go-redis
+// OneTickJobs, LeaseConfig and JobMetrics give the onetick.Job,
+// onetick.LeaseConfig and onetick.JobMetrics values for onetick.Config; for Redis, RedisOptions gives the go-redis
 // client options (RedisURL plus TLSConfig) and BackendOptions the backend's
 // prefix and clock tolerance. Relative TLS file names are resolved against
 // the configuration file's directory.

@@ -19,10 +19,11 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("backend:\n  redis:\n    url: rediss://u:p@h:6380/1\n    tls:\n      ca_file: ca.pem\n"))
 	f.Add([]byte("lease: {ttl: 1s, renew: 300ms, safety_margin: 100ms}\nhttp: {listen: 'off'}\n"))
 	f.Add([]byte("jobs:\n  - name: a\n    schedule: 'H H(2-5) * * *'\n  - name: b\n    schedule: '0 18 L-2 * 5#3,5L'\n  - schedule: 'H * * * *'\n"))
+	f.Add([]byte("jobs:\n  - {name: a, schedule: '@daily'}\n  - {name: b, schedule: '@daily'}\nmetrics: {per_job: listed, jobs: [a, ${J}]}\n"))
 	for _, c := range errCases {
 		f.Add([]byte(c.yaml))
 	}
-	env := envMap(map[string]string{"N": "5", "S": "", "URL": "redis://h:6379/0", "PW": "pw"})
+	env := envMap(map[string]string{"N": "5", "S": "", "URL": "redis://h:6379/0", "PW": "pw", "J": "b"})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := parse("fuzz.yaml", data, env)
 		if err != nil {
@@ -50,7 +51,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("accepted file fails OneTickJobs: %v", err)
 		}
-		cfg := onetick.Config{Backend: memory.New(memory.Options{}), Jobs: jobs, Lease: file.LeaseConfig()}
+		cfg := onetick.Config{Backend: memory.New(memory.Options{}), Jobs: jobs, Lease: file.LeaseConfig(), JobMetrics: file.JobMetrics()}
 		if err := cfg.Validate(); err != nil {
 			t.Fatalf("accepted file fails onetick's checks: %v", err)
 		}

@@ -541,20 +541,21 @@ func decodeScalar(n *yaml.Node, out any) (err error) {
 func (p *parser) top(root *yaml.Node) {
 	m, ok := p.mapping(root, rootLine(root), "")
 	if !ok {
-		p.errs[len(p.errs)-1].Msg = "the top level must be a mapping with the keys backend, lease, http, role, worker and jobs"
+		p.errs[len(p.errs)-1].Msg = "the top level must be a mapping with the keys backend, lease, http, role, worker, metrics and jobs"
 		return
 	}
 	var es []entry
 	if m != nil {
 		es = p.entries(m, "")
 	}
-	sec := p.fields(es, "", "", "backend", "lease", "http", "role", "worker", "jobs")
+	sec := p.fields(es, "", "", "backend", "lease", "http", "role", "worker", "metrics", "jobs")
 	prefix := p.backend(sec["backend"])
 	ttl := p.lease(sec["lease"])
 	p.http(sec["http"])
 	p.role(sec["role"])
 	p.worker(sec["worker"])
 	p.jobs(sec["jobs"], prefix, ttl)
+	p.metrics(sec["metrics"])
 }
 
 func rootLine(n *yaml.Node) int {

@@ -112,6 +112,9 @@ const (
 
 var allJobs = []string{jobMissed, jobGrace, jobDup}
 
+// jobPrefer is each job's preference, as configYAML sets it.
+var jobPrefer = map[string]string{jobMissed: "missed", jobGrace: "missed", jobDup: "duplicate"}
+
 const prefix = "verify"
 
 func streamOf(job string) string { return prefix + ":" + job }
@@ -347,8 +350,28 @@ func parseMetrics(body string) Metrics {
 // Get returns a series' value (0 when absent).
 func (m Metrics) Get(series string) float64 { return m[series] }
 
-// Job returns the value of a per-job series.
-func (m Metrics) Job(name, job string) float64 { return m[name+`{job="`+job+`"}`] }
+// Job returns the value of a per-job metric (scheduler_job_*) for one
+// job: its series labelled job_name="job", summed over any other labels
+// (the missed ticks' prefer).
+func (m Metrics) Job(name, job string) float64 {
+	if !strings.HasPrefix(name, "scheduler_job_") {
+		panic("Metrics.Job: " + name + " is not a per-job metric")
+	}
+	want := `job_name="` + job + `"`
+	var sum float64
+	for series, v := range m {
+		labels, ok := strings.CutPrefix(series, name+"{")
+		if !ok {
+			continue
+		}
+		for _, l := range strings.Split(strings.TrimSuffix(labels, "}"), ",") {
+			if l == want {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
 
 // Hist is a histogram: cumulative bucket counts by upper bound, with sum
 // and count.
@@ -800,6 +823,18 @@ func (f *Fleet) SumCounter(name, job string) float64 {
 	var s float64
 	for _, m := range f.final {
 		s += m.Job(name, job)
+	}
+	return s
+}
+
+// SumSeries sums one series (as exposed: name{label="v",...}) over the
+// last scrape of every replica started.
+func (f *Fleet) SumSeries(series string) float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var s float64
+	for _, m := range f.final {
+		s += m.Get(series)
 	}
 	return s
 }

@@ -62,11 +62,11 @@ func TestSteadyState(t *testing.T) {
 	for _, r := range f.Live() {
 		m := f.LastMetrics(r)
 		for _, j := range allJobs {
-			if v := m.Job("scheduler_duplicate_ticks_total", j); v != 0 {
-				t.Errorf("%s: scheduler_duplicate_ticks_total{job=%q} = %v, want 0", r.Name, j, v)
+			if v := m.Job("scheduler_job_duplicate_ticks_total", j); v != 0 {
+				t.Errorf("%s: scheduler_job_duplicate_ticks_total{job_name=%q} = %v, want 0", r.Name, j, v)
 			}
-			if v := m.Job("scheduler_missed_ticks_total", j); v != 0 {
-				t.Errorf("%s: scheduler_missed_ticks_total{job=%q} = %v, want 0", r.Name, j, v)
+			if v := m.Job("scheduler_job_missed_ticks_total", j); v != 0 {
+				t.Errorf("%s: scheduler_job_missed_ticks_total{job_name=%q} = %v, want 0", r.Name, j, v)
 			}
 		}
 		if r != leader && m.Get("scheduler_leadership_changes_total") != 0 {

@@ -94,7 +94,7 @@ func TestKillLeader(t *testing.T) {
 	}
 	f.CheckMissedCounters(as)
 	for _, j := range allJobs {
-		if d := f.SumCounter("scheduler_duplicate_ticks_total", j); d != 0 {
+		if d := f.SumCounter("scheduler_job_duplicate_ticks_total", j); d != 0 {
 			t.Logf("%s: the store refused %v duplicate claims", j, d)
 		}
 	}
@@ -104,8 +104,8 @@ func TestKillLeader(t *testing.T) {
 	notes = append(notes, fmt.Sprintf("%d kills at mid-second; time from SIGKILL to the new term's first stream entry: %v (to its \"became leader\" line: %v); bound ttl+renew+1s = %s.",
 		rounds, roundAll(takeovers), roundAll(logTakeovers), bound))
 	notes = append(notes, fmt.Sprintf("%s skipped %d slots in %d failover gaps (bound %d per failover); the missed counters summed to %v. %s and %s caught up (catch-up ticks: %v, %v).",
-		jobMissed, len(a.Missed), failoverGaps, maxMissedPerFailover, f.SumCounter("scheduler_missed_ticks_total", jobMissed), jobGrace, jobDup,
-		f.SumCounter("scheduler_catchup_ticks_total", jobGrace), f.SumCounter("scheduler_catchup_ticks_total", jobDup)))
+		jobMissed, len(a.Missed), failoverGaps, maxMissedPerFailover, f.SumCounter("scheduler_job_missed_ticks_total", jobMissed), jobGrace, jobDup,
+		f.SumCounter("scheduler_job_catchup_ticks_total", jobGrace), f.SumCounter("scheduler_job_catchup_ticks_total", jobDup)))
 	AddRow(t, &Row{Scenario: scenario, Runs: rounds, Duplicates: TotalDuplicates(as), Missed: MissedSummary(as),
 		TimeLabel: "kill → first tick", Times: takeovers, Notes: notes})
 }
@@ -165,7 +165,7 @@ func TestKillLeaderLongInterval(t *testing.T) {
 	t1 := time.Now()
 	cpu := m1.Get("process_cpu_seconds_total") - m0.Get("process_cpu_seconds_total")
 	rate := cpu / t1.Sub(t0).Seconds()
-	missedBefore := m1.Job("scheduler_missed_ticks_total", jobEvery5)
+	missedBefore := m1.Job("scheduler_job_missed_ticks_total", jobEvery5)
 	t.Logf("killed %s at %s, %s took over at %s (%s after the slot at %s); until the next slot it used %.2f CPU-seconds in %s (%.0f%% of a core); missed counter before the next slot: %v",
 		leader.Name, killedAt.Format("15:04:05.000"), who.Name, line.Time.Format("15:04:05.000"), line.Time.Sub(slot).Round(time.Millisecond),
 		slot.Format("15:04:05"), cpu, t1.Sub(t0).Round(time.Millisecond), 100*rate, missedBefore)
@@ -191,7 +191,7 @@ func TestKillLeaderLongInterval(t *testing.T) {
 	if len(a.Duplicates) > 0 {
 		t.Errorf("%s: duplicates %v", jobEvery5, fmtSlots(a.Duplicates))
 	}
-	counted := f.Scrape(who).Job("scheduler_missed_ticks_total", jobEvery5) + f.LastMetrics(leader).Job("scheduler_missed_ticks_total", jobEvery5)
+	counted := f.Scrape(who).Job("scheduler_job_missed_ticks_total", jobEvery5) + f.LastMetrics(leader).Job("scheduler_job_missed_ticks_total", jobEvery5)
 	if int(counted) != len(a.Missed) {
 		t.Errorf("%s: missed counter %v, but the stream misses %d slots %v", jobEvery5, counted, len(a.Missed), fmtSlots(a.Missed))
 	}
@@ -265,7 +265,7 @@ func TestRollingDeploy(t *testing.T) {
 		t.Error("the leader was never among the replaced replicas")
 	}
 	for _, j := range allJobs {
-		if d := f.SumCounter("scheduler_duplicate_ticks_total", j); d != 0 {
+		if d := f.SumCounter("scheduler_job_duplicate_ticks_total", j); d != 0 {
 			t.Errorf("%s: the store refused %v duplicate claims during the deploy", j, d)
 		}
 	}
@@ -293,8 +293,8 @@ func TestLongPause(t *testing.T) {
 		Settle(2 * time.Second)
 		oldEpoch := leader.Epoch()
 		f.Scrape(leader)
-		fencedBefore := f.LastMetrics(leader).Job("scheduler_fenced_ticks_total", jobDup) +
-			f.LastMetrics(leader).Job("scheduler_fenced_ticks_total", jobMissed) + f.LastMetrics(leader).Job("scheduler_fenced_ticks_total", jobGrace)
+		fencedBefore := f.LastMetrics(leader).Job("scheduler_job_fenced_ticks_total", jobDup) +
+			f.LastMetrics(leader).Job("scheduler_job_fenced_ticks_total", jobMissed) + f.LastMetrics(leader).Job("scheduler_job_fenced_ticks_total", jobGrace)
 		marks := f.Marks()
 		// Round 1 pauses between slots, round 2 just before one, so that the
 		// resumed process has a tick due at once.
@@ -336,8 +336,8 @@ func TestLongPause(t *testing.T) {
 		}) {
 			t.Errorf("round %d: %s still reports scheduler_is_leader 1 after resuming", round, leader.Name)
 		}
-		fenced := m.Job("scheduler_fenced_ticks_total", jobDup) + m.Job("scheduler_fenced_ticks_total", jobMissed) +
-			m.Job("scheduler_fenced_ticks_total", jobGrace) - fencedBefore
+		fenced := m.Job("scheduler_job_fenced_ticks_total", jobDup) + m.Job("scheduler_job_fenced_ticks_total", jobMissed) +
+			m.Job("scheduler_job_fenced_ticks_total", jobGrace) - fencedBefore
 		_, sawFence := leader.FindLog(marks[leader], MsgPrefix("claim fenced by the store"))
 		if !leader.Alive() {
 			t.Errorf("round %d: %s exited after resuming", round, leader.Name)

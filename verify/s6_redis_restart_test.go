@@ -186,7 +186,7 @@ func TestRedisRestartNoPersistence(t *testing.T) {
 	as := f.Snapshot()
 	var counted []string
 	for _, j := range allJobs {
-		counted = append(counted, fmt.Sprintf("%s %v", j, f.SumCounter("scheduler_missed_ticks_total", j)))
+		counted = append(counted, fmt.Sprintf("%s %v", j, f.SumCounter("scheduler_job_missed_ticks_total", j)))
 	}
 	notes = append(notes, fmt.Sprintf("the streams themselves are lost with each restart (a consumer loses every entry it had not read); before the restarts the leader held epoch %d; the missed counters show %s: slots lost this way are not counted (a leader without history starts from now).",
 		oldEpoch, joinParts(counted)))

@@ -39,7 +39,7 @@ func TestClockSkew(t *testing.T) {
 			}
 			enqueued := 0.0
 			for _, j := range allJobs {
-				enqueued += m.Job("scheduler_ticks_enqueued_total", j)
+				enqueued += m.Job("scheduler_job_ticks_enqueued_total", j)
 			}
 			_, refusedEarly := skewed.FindLog(0, MsgPrefix("store refused an early tick"))
 

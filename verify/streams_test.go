@@ -286,17 +286,26 @@ func (f *Fleet) streamLens() string {
 	return b.String()
 }
 
-// CheckMissedCounters asserts that, per job, scheduler_missed_ticks_total
+// CheckMissedCounters asserts that, per job, scheduler_job_missed_ticks_total
 // summed over every replica of the fleet (as last scraped: just before a
 // kill or stop, or in the final Snapshot) equals the slots the stream
-// misses: every skipped slot is counted, once.
+// misses: every skipped slot is counted, once. The fleet totals by
+// preference, which the alerts read, must add up to the same.
 func (f *Fleet) CheckMissedCounters(as map[string]*Analysis) {
 	f.t.Helper()
+	byPrefer := map[string]float64{}
 	for _, j := range allJobs {
-		counted := f.SumCounter("scheduler_missed_ticks_total", j)
+		counted := f.SumCounter("scheduler_job_missed_ticks_total", j)
 		if int(counted) != len(as[j].Missed) {
-			f.t.Errorf("%s: scheduler_missed_ticks_total summed over replicas = %v, but the stream misses %d slots %v",
+			f.t.Errorf("%s: scheduler_job_missed_ticks_total summed over replicas = %v, but the stream misses %d slots %v",
 				j, counted, len(as[j].Missed), fmtSlots(as[j].Missed))
+		}
+		byPrefer[jobPrefer[j]] += counted
+	}
+	for p, want := range byPrefer {
+		series := `scheduler_missed_ticks_total{prefer="` + p + `"}`
+		if got := f.SumSeries(series); got != want {
+			f.t.Errorf("%s summed over replicas = %v, but the jobs that prefer %s count %v", series, got, p, want)
 		}
 	}
 }

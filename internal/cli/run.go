@@ -193,10 +193,9 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	if clock != nil {
 		log.Warn("test build: replica clock is skewed", "offset", env.Getenv("ONETICK_TEST_CLOCK_OFFSET"))
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := MetricsRegistry()
 	sched, err := onetick.New(onetick.Config{
-		Backend: b, Replica: *replica, Jobs: jobs, Lease: f.LeaseConfig(), Sink: sink,
+		Backend: b, Replica: *replica, Jobs: jobs, Lease: f.LeaseConfig(), JobMetrics: f.JobMetrics(), Sink: sink,
 		Logger: base, Registerer: reg, Clock: clock,
 		OnNewLeader: func(l onetick.Lease) {
 			log.Info("leader observed", "leader", l.Holder, "leader_epoch", int64(l.Epoch))
@@ -286,6 +285,16 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 		log.Info("onetick stopped")
 	}
 	return runErr
+}
+
+// MetricsRegistry returns the registry a replica serves on /metrics, before
+// the scheduler adds its own metrics: the Go runtime's and the process's.
+// The tests of the shipped dashboard and alert rules check their queries
+// against it.
+func MetricsRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }
 
 // handler serves /metrics, /healthz and /readyz: open to every client, so
