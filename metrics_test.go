@@ -94,7 +94,7 @@ func TestMetricsNames(t *testing.T) {
 	for _, name := range []string{
 		"scheduler_leadership_changes_total", "scheduler_duplicate_ticks_total", "scheduler_fenced_ticks_total",
 		"scheduler_missed_ticks_total", "scheduler_catchup_ticks_total", "scheduler_ticks_enqueued_total",
-		"scheduler_broken_ticks_total", "scheduler_delivery_errors_total",
+		"scheduler_broken_ticks_total", "scheduler_paused_ticks_total", "scheduler_delivery_errors_total",
 		"scheduler_standby_seconds_total", "scheduler_is_leader", "scheduler_lease_epoch",
 		"scheduler_renewal_latency_seconds", "scheduler_tick_delay_seconds",
 		"scheduler_store_clock_offset_seconds", "scheduler_lease_ttl_seconds",
@@ -102,6 +102,7 @@ func TestMetricsNames(t *testing.T) {
 		"scheduler_job_ticks_enqueued_total", "scheduler_job_duplicate_ticks_total", "scheduler_job_fenced_ticks_total",
 		"scheduler_job_missed_ticks_total", "scheduler_job_catchup_ticks_total", "scheduler_job_broken_ticks_total",
 		"scheduler_job_delivery_errors_total", "scheduler_job_last_fired_slot_timestamp_seconds",
+		"scheduler_job_paused_ticks_total",
 	} {
 		if !have[name] {
 			t.Errorf("metric %s is not exported", name)
@@ -151,8 +152,8 @@ func jobsWithSeries(t *testing.T, reg prometheus.Gatherer) []string {
 		}
 		names = these
 	}
-	if names != nil && families != 7 {
-		t.Fatalf("%d per-job metrics have series, want 7", families)
+	if names != nil && families != 8 {
+		t.Fatalf("%d per-job metrics have series, want 8", families)
 	}
 	return names
 }

@@ -109,10 +109,10 @@ jobs:
 	if n := len(entries("ctl:a")); n > nA+1 { // a claim already in flight may land
 		t.Fatalf("a got %d entries while paused", n-nA)
 	}
-	if v := r0.metric(t, addr, `scheduler_paused_ticks_total{job="a"}`); v == "0" {
+	if v := r0.metric(t, addr, `scheduler_job_paused_ticks_total{job_name="a"}`); v == "0" {
 		t.Fatal("no paused slot counted")
 	}
-	if v := r0.metric(t, addr, `scheduler_missed_ticks_total{job="a"}`); v != "0" {
+	if v := r0.metric(t, addr, `scheduler_job_missed_ticks_total{job_name="a",prefer="missed"}`); v != "0" {
 		t.Fatalf("missed %s: paused slots must not count as missed", v)
 	}
 	out, _, code = cli("status")
