@@ -214,3 +214,14 @@ func (s *Scheduler) logJobMetrics(exported int) {
 		s.log.Info("more jobs than metrics.per_job_limit: per-job metric series only for the jobs in metrics.jobs; the fleet totals count every job", attrs...)
 	}
 }
+
+// dropJob deletes the own series of a job that is gone (a job defined at
+// run time and removed), so that they do not linger in every scrape.
+func (m *Metrics) dropJob(name string) {
+	for _, v := range []*prometheus.CounterVec{m.JobEnqueuedTicks, m.JobDuplicateTicks, m.JobFencedTicks,
+		m.JobCatchupTicks, m.JobBrokenTicks, m.JobPausedTicks, m.JobDeliveryErrors} {
+		v.DeleteLabelValues(name)
+	}
+	m.JobMissedTicks.DeletePartialMatch(prometheus.Labels{labelJob: name})
+	m.JobLastFiredSlot.DeleteLabelValues(name)
+}

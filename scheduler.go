@@ -57,6 +57,9 @@ type Job struct {
 	MaxLen int64
 	// Payload is the job's JSON payload, copied into every tick. Default {}.
 	Payload string
+	// Since, when set, is when the job was defined (jobs defined at run
+	// time): it never fires a slot at or before it.
+	Since time.Time
 }
 
 // Config configures a Scheduler.
@@ -83,6 +86,9 @@ type Config struct {
 	JobMetrics JobMetrics
 	// OnNewLeader is passed to the elector.
 	OnNewLeader func(Lease)
+	// Source, if set, adds the jobs defined at run time (kept in the
+	// store): read at the start of each term and whenever they change.
+	Source JobSource
 }
 
 // Validate checks cfg, naming the field that is wrong. It does not modify
@@ -163,6 +169,14 @@ type Scheduler struct {
 
 	brokenJobs int // jobs with broken set; only the firing loop touches it
 
+	// Jobs defined at run time (Config.Source), by name; only the firing
+	// loop touches them.
+	dyn          map[string]*jobState
+	fileJob      map[string]bool
+	ownMetrics   func(name string) bool
+	srcVersion   int64
+	srcCheckedAt time.Time
+
 	// The leader's copy of the store's pause controls, for accounting the
 	// slots it skips without claiming (grace, max_catchup) as paused
 	// rather than missed. Claims are arbitrated by the store itself.
@@ -230,10 +244,13 @@ func New(cfg Config) (*Scheduler, error) {
 	s := &Scheduler{cfg: cfg, lease: lease, metrics: m, clock: cfg.Clock,
 		log: cfg.Logger.With("replica", cfg.Replica), ctlCheckEvery: time.Second}
 	own, all := cfg.JobMetrics.selects(len(cfg.Jobs))
+	s.ownMetrics = own
+	s.fileJob = make(map[string]bool, len(cfg.Jobs))
 	exported := 0
 	for _, j := range cfg.Jobs {
 		j = withJobDefaults(j, lease.TTL)
-		js := &jobState{Job: j, metrics: m.forJob(j.Name, j.Prefer, own(j.Name))}
+		s.fileJob[j.Name] = true
+		js := s.newJobState(j)
 		if js.metrics.own != nil {
 			exported++
 		}
@@ -269,29 +286,28 @@ func (s *Scheduler) storeNow() time.Time { return s.clock.Now().Add(s.elector.Cl
 // lead is the firing loop of one leadership term.
 func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 	log := s.log.With("epoch", int64(ld.Lease.Epoch))
-	if len(s.jobs) == 0 {
+	all := s.jobs
+	if s.cfg.Source != nil {
+		s.dyn = map[string]*jobState{}
+		add, _ := s.loadSource(ctx, log, true)
+		for _, j := range add {
+			s.dyn[j.Name] = j
+		}
+		all = append(append([]*jobState(nil), s.jobs...), add...)
+	} else if len(s.jobs) == 0 {
 		<-ctx.Done()
 		return
 	}
-	last, damaged, ok := s.loadCursors(ctx, ld, log)
+	last, damaged, ok := s.loadCursors(ctx, ld, all, log)
 	if !ok {
 		return
 	}
 	defer s.endTerm()
 	s.loadControls(ctx, log, true)
 	now := SlotOf(s.storeNow())
-	h := make(jobHeap, 0, len(s.jobs))
-	for _, j := range s.jobs {
-		j.broken, j.retry, j.backoff, j.brokenTop = nil, false, 0, 0
-		if c, ok := last[j.Name]; ok {
-			j.cursor = c
-		} else {
-			// No history (or a damaged one): start from now, never
-			// backfill.
-			j.cursor = now
-		}
-		j.retention = retentionFor(j.Schedule, now)
-		j.next = nextSlot(j.Schedule, j.cursor)
+	h := make(jobHeap, 0, len(all))
+	for _, j := range all {
+		s.startJob(j, last, damaged, now)
 		if d := damaged[j.Name]; d != nil {
 			s.markBroken(j, d, log)
 		}
@@ -303,11 +319,17 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 	ticks := make([]Tick, 0, len(s.jobs))
 	owners := make([]*jobState, 0, len(s.jobs)) // owners[i] is the job of ticks[i]
 	for {
-		if h[0].next == noSlot {
+		wait := sourceCheckEvery
+		if len(h) > 0 && h[0].next != noSlot {
+			wait = max(s.clock.Until(h[0].next.Time().Add(-s.elector.ClockOffset())), minWait)
+		} else if s.cfg.Source == nil {
 			<-ctx.Done()
 			return
 		}
-		wait := max(s.clock.Until(h[0].next.Time().Add(-s.elector.ClockOffset())), minWait)
+		if s.cfg.Source != nil {
+			// Look for changes of the run-time jobs at least this often.
+			wait = min(wait, sourceCheckEvery)
+		}
 		if wait > 0 {
 			t := s.clock.NewTimer(wait)
 			select {
@@ -326,6 +348,9 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 			return
 		}
 		s.loadControls(ctx, log, false)
+		if add, remove := s.loadSource(ctx, log, false); add != nil || remove != nil {
+			s.applySource(ctx, &h, add, remove, log)
+		}
 		now := SlotOf(s.storeNow())
 		due = due[:0]
 		for len(h) > 0 && h[0].next != noSlot && h[0].next <= now {
@@ -374,9 +399,9 @@ const maxDamageBackoff = 30 * time.Second
 // lease is trusted. Jobs whose own slot is damaged come back in damaged;
 // the last-fired state as a whole being damaged is reported once and
 // retried with a backoff until it is repaired.
-func (s *Scheduler) loadCursors(ctx context.Context, ld *Leadership, log *slog.Logger) (map[string]Slot, map[string]*DamageError, bool) {
-	names := make([]string, len(s.jobs))
-	for i, j := range s.jobs {
+func (s *Scheduler) loadCursors(ctx context.Context, ld *Leadership, jobs []*jobState, log *slog.Logger) (map[string]Slot, map[string]*DamageError, bool) {
+	names := make([]string, len(jobs))
+	for i, j := range jobs {
 		names[i] = j.Name
 	}
 	wait := 100 * time.Millisecond
@@ -495,6 +520,9 @@ func (s *Scheduler) repaired(j *jobState, log *slog.Logger) {
 // reads the store afresh.
 func (s *Scheduler) endTerm() {
 	for _, j := range s.jobs {
+		j.broken = nil
+	}
+	for _, j := range s.dyn {
 		j.broken = nil
 	}
 	s.brokenJobs = 0

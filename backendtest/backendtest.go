@@ -78,6 +78,7 @@ func Exercise(t *testing.T, h Harness) {
 	}
 	tests = append(tests, damageTests...)
 	tests = append(tests, controlTests...)
+	tests = append(tests, jobStoreTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h, fresh(t, h)) })
 	}

@@ -323,3 +323,24 @@ func short(s string) string {
 	}
 	return s[:n] + "..."
 }
+
+// ParseJobs parses a jobs file (the top level holds only jobs, checked as
+// the configuration file's are) whose jobs join base: default streams use
+// base's key prefix, default graces its lease ttl.
+func ParseJobs(name string, data []byte, base *File) (*File, error) {
+	return parseWith(name, data, os.LookupEnv, base)
+}
+
+// LoadJobs reads and parses a jobs file (see ParseJobs).
+func LoadJobs(path string, base *File) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		msg := err.Error()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			msg = pe.Err.Error()
+		}
+		return nil, Errors{{File: path, Msg: "cannot read the file: " + msg, err: err}}
+	}
+	return ParseJobs(path, data, base)
+}

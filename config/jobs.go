@@ -141,3 +141,25 @@ func (f *File) OneTickJobs() ([]onetick.Job, error) {
 func (f *File) LeaseConfig() onetick.LeaseConfig {
 	return onetick.LeaseConfig{TTL: f.Lease.TTL.D(), Renew: f.Lease.Renew.D(), SafetyMargin: f.Lease.SafetyMargin.D()}
 }
+
+// JobDef is a job's definition as kept in the store by `onetick jobs
+// apply`: the parsed job, defaults applied, as JSON.
+func (j Job) JobDef() ([]byte, error) {
+	j.Line = 0
+	return json.Marshal(j)
+}
+
+// JobFromDef turns a stored definition back into a job of the engine,
+// checked as the file's jobs are.
+func JobFromDef(def []byte) (onetick.Job, Job, error) {
+	var j Job
+	if err := json.Unmarshal(def, &j); err != nil {
+		return onetick.Job{}, j, fmt.Errorf("job definition: %v", err)
+	}
+	f := &File{Path: "(stored job " + j.Name + ")", Jobs: []Job{j}, lines: map[string]int{}}
+	jobs, err := f.OneTickJobs()
+	if err != nil {
+		return onetick.Job{}, j, err
+	}
+	return jobs[0], j, nil
+}

@@ -48,6 +48,8 @@ type parser struct {
 	overflow bool
 	// secrets are removed from the messages of backend.redis errors.
 	secrets []string
+	// base, for a jobs file, is the configuration its jobs join.
+	base *File
 }
 
 // entry is one key of a mapping.
@@ -61,9 +63,16 @@ type entry struct {
 func (e entry) ok() bool { return e.val != nil }
 
 func parse(name string, data []byte, lookup func(string) (string, bool)) (*File, error) {
+	return parseWith(name, data, lookup, nil)
+}
+
+// parseWith parses a file; with base set it is a jobs file: only jobs,
+// their defaults taken from base (the key prefix of default streams, the
+// lease ttl of the default grace).
+func parseWith(name string, data []byte, lookup func(string) (string, bool), base *File) (*File, error) {
 	p := &parser{
 		file: name, lookup: lookup, budget: maxVisits + 2*len(data),
-		expanded: map[*yaml.Node]*yaml.Node{}, active: map[*yaml.Node]int{},
+		expanded: map[*yaml.Node]*yaml.Node{}, active: map[*yaml.Node]int{}, base: base,
 	}
 	p.f = &File{Path: name, lines: map[string]int{}}
 	data, p.refs = markRefs(data)
@@ -547,6 +556,16 @@ func (p *parser) top(root *yaml.Node) {
 	var es []entry
 	if m != nil {
 		es = p.entries(m, "")
+	}
+	if p.base != nil {
+		// A jobs file: its jobs join base's configuration.
+		sec := p.fields(es, "", "", "jobs")
+		prefix := DefaultPrefix
+		if r := p.base.Backend.Redis; r != nil {
+			prefix = r.Prefix
+		}
+		p.jobs(sec["jobs"], prefix, p.base.Lease.TTL.D())
+		return
 	}
 	sec := p.fields(es, "", "", "backend", "lease", "http", "role", "worker", "metrics", "jobs")
 	prefix := p.backend(sec["backend"])

@@ -53,6 +53,7 @@ type Backend struct {
 	// would damage the keys of a Redis store.
 	dmg    damage
 	ctl    controls
+	jobs   storedJobs
 	wstate *workerState // consumer groups of WorkerStore (worker.go); nil until used
 }
 

@@ -127,6 +127,8 @@ func (a *api) register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/jobs/{job}/resume", a.change(a.resume))
 	mux.HandleFunc("POST /api/v1/jobs/{job}/trigger", a.change(a.trigger))
 	mux.HandleFunc("POST /api/v1/jobs/{job}/backfill", a.change(a.backfill))
+	mux.HandleFunc("PUT /api/v1/jobsets/{set}", a.change(a.applySet))
+	mux.HandleFunc("DELETE /api/v1/jobsets/{set}/jobs/{job}", a.change(a.removeFromSet))
 }
 
 // body decodes a JSON request body (an empty body is an empty object).
@@ -363,4 +365,62 @@ func (a *api) annotate(ctx context.Context, rows []web.Job) error {
 		}
 	}
 	return nil
+}
+
+// applySet makes a set exactly the jobs of the YAML (or JSON) body, a
+// configuration file's jobs section, checked as the file is;
+// ?dry_run=true shows the difference only.
+func (a *api) applySet(w http.ResponseWriter, r *http.Request) {
+	js, ok := a.ops.Backend.(onetick.JobStore)
+	if !ok {
+		writeJSON(w, http.StatusNotImplemented, apiError{"this backend keeps no jobs defined at run time"})
+		return
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	f, err := config.ParseJobs("request body", data, a.file)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
+		return
+	}
+	defs, err := jobDefs(f, a.ops.Jobs)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
+		return
+	}
+	ctx, cancel := a.ctx(r)
+	defer cancel()
+	d, err := js.ApplyJobs(ctx, r.PathValue("set"), defs, r.URL.Query().Get("dry_run") == "true")
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if !d.DryRun {
+		a.log.Info("job set applied through the API", "set", r.PathValue("set"), "added", len(d.Added), "changed", len(d.Changed),
+			"removed", len(d.Removed), "version", d.Version)
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (a *api) removeFromSet(w http.ResponseWriter, r *http.Request) {
+	js, ok := a.ops.Backend.(onetick.JobStore)
+	if !ok {
+		writeJSON(w, http.StatusNotImplemented, apiError{"this backend keeps no jobs defined at run time"})
+		return
+	}
+	ctx, cancel := a.ctx(r)
+	defer cancel()
+	d, err := js.RemoveJobs(ctx, r.PathValue("set"), []string{r.PathValue("job")})
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	if len(d.Removed) == 0 {
+		writeJSON(w, http.StatusNotFound, apiError{fmt.Sprintf("no job %q in set %q", r.PathValue("job"), r.PathValue("set"))})
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
 }

@@ -62,7 +62,11 @@ func Main(ctx context.Context, args []string, env Env) int {
 	case "backfill":
 		err = cmdBackfill(ctx, rest, env)
 	case "jobs":
-		err = cmdJobs(ctx, rest, env)
+		if len(rest) > 0 && (rest[0] == "apply" || rest[0] == "rm") {
+			err = cmdJobSets(ctx, rest[0], rest[1:], env)
+		} else {
+			err = cmdJobs(ctx, rest, env)
+		}
 	case "dead":
 		err = cmdDead(ctx, rest, env)
 	case "validate":
@@ -121,6 +125,8 @@ Usage:
   onetick status --config FILE [--json] [--redis URL]
   onetick repair --config FILE [--apply] [--wait DURATION] [--redis URL]
   onetick jobs --config FILE [--json]
+  onetick jobs apply -f JOBS.yaml --set NAME --config FILE [--dry-run]
+  onetick jobs rm JOB... --set NAME --config FILE
   onetick pause JOB --reason WHY --config FILE [--who NAME]
   onetick resume JOB --config FILE [--reason WHY] [--who NAME]
   onetick trigger JOB --config FILE [--key KEY] [--payload JSON] [--reason WHY]

@@ -194,7 +194,15 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 		log.Warn("test build: replica clock is skewed", "offset", env.Getenv("ONETICK_TEST_CLOCK_OFFSET"))
 	}
 	reg := MetricsRegistry()
-	sched, err := onetick.New(onetick.Config{
+	var source onetick.JobSource
+	if js, ok := b.(onetick.JobStore); ok {
+		fileJobs := make(map[string]bool, len(jobs))
+		for _, j := range jobs {
+			fileJobs[j.Name] = true
+		}
+		source = storeSource{js: js, fileJobs: fileJobs, log: log}
+	}
+	sched, err := onetick.New(onetick.Config{Source: source,
 		Backend: b, Replica: *replica, Jobs: jobs, Lease: f.LeaseConfig(), JobMetrics: f.JobMetrics(), Sink: sink,
 		Logger: base, Registerer: reg, Clock: clock,
 		OnNewLeader: func(l onetick.Lease) {

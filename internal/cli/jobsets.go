@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/config"
+)
+
+// Jobs defined at run time: `onetick jobs apply` and `onetick jobs rm`,
+// the HTTP API's /api/v1/jobsets, and the source the leader reads them
+// from.
+
+// storeSource reads the jobs defined at run time for the scheduler.
+type storeSource struct {
+	js       onetick.JobStore
+	fileJobs map[string]bool
+	log      *slog.Logger
+}
+
+func (s storeSource) Version(ctx context.Context) (int64, error) { return s.js.JobsVersion(ctx) }
+
+func (s storeSource) Jobs(ctx context.Context) ([]onetick.Job, int64, error) {
+	stored, v, err := s.js.StoredJobs(ctx)
+	if err != nil && stored == nil {
+		return nil, 0, err
+	}
+	out := make([]onetick.Job, 0, len(stored))
+	for _, sj := range stored {
+		if s.fileJobs[sj.Name] {
+			continue // the scheduler logs the clash
+		}
+		j, _, err := config.JobFromDef(sj.Def)
+		if err != nil {
+			s.log.Error("a job defined at run time cannot be used; ignored", "job", sj.Name, "set", sj.Set, "err", err)
+			continue
+		}
+		j.Since = sj.Since
+		out = append(out, j)
+	}
+	return out, v, nil
+}
+
+// jobDefs validates the jobs of file (as `validate` does) and turns them
+// into definitions for the store, refusing names the configuration file
+// already defines and run blocks.
+func jobDefs(file *config.File, fileJobs []onetick.Job) ([]onetick.StoredJob, error) {
+	if _, err := file.OneTickJobs(); err != nil {
+		return nil, usageError{err}
+	}
+	taken := map[string]bool{}
+	for _, j := range fileJobs {
+		taken[j.Name] = true
+	}
+	var problems []string
+	out := make([]onetick.StoredJob, 0, len(file.Jobs))
+	for _, j := range file.Jobs {
+		switch {
+		case taken[j.Name]:
+			problems = append(problems, fmt.Sprintf("%s:%d: job %q is defined in the configuration file too: a job lives in one place; rename it or remove it from one of them", file.Path, j.Line, j.Name))
+			continue
+		case j.Run != nil:
+			problems = append(problems, fmt.Sprintf("%s:%d: job %q has a run block: jobs applied at run time are scheduled only; give them run blocks in the configuration file, or consume their stream", file.Path, j.Line, j.Name))
+			continue
+		}
+		def, err := j.JobDef()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, onetick.StoredJob{Name: j.Name, Def: def})
+	}
+	if problems != nil {
+		return nil, badInput("%s", strings.Join(problems, "\n"))
+	}
+	return out, nil
+}
+
+func printDiff(w io.Writer, set string, d onetick.JobsDiff) {
+	verb := "applied"
+	if d.DryRun {
+		verb = "dry run, nothing changed; would apply"
+	}
+	fmt.Fprintf(w, "%s set %s (version %d): %d added, %d changed, %d removed, %d unchanged\n", verb, set, d.Version,
+		len(d.Added), len(d.Changed), len(d.Removed), len(d.Unchanged))
+	for _, l := range []struct {
+		sign  string
+		names []string
+	}{{"+", d.Added}, {"~", d.Changed}, {"-", d.Removed}} {
+		for _, n := range l.names {
+			fmt.Fprintf(w, "  %s %s\n", l.sign, n)
+		}
+	}
+}
+
+// cmdJobSets runs `jobs apply` and `jobs rm`; plain `jobs` lists.
+func cmdJobSets(ctx context.Context, sub string, args []string, env Env) error {
+	c := newControlCmd("jobs "+sub, env)
+	file := c.fs.String("f", "", "apply: the file whose jobs the set becomes (same syntax and checks as the configuration file)")
+	set := c.fs.String("set", "", "the named set of jobs (required)")
+	dry := c.fs.Bool("dry-run", false, "apply: show the difference, change nothing")
+	pos, err := parseFlags(c.fs, args)
+	if err != nil {
+		return err
+	}
+	if *set == "" {
+		return badInput("jobs %s: --set is required: the named set of jobs to change", sub)
+	}
+	var rm []string
+	if sub == "rm" {
+		if len(pos) == 0 {
+			return badInput("jobs rm: name at least one job")
+		}
+		rm, pos = pos, nil
+	} else if *file == "" {
+		return badInput("jobs apply: -f FILE is required")
+	}
+	f, jobs, b, err := c.sf.open(ctx, "jobs "+sub, pos, env)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	js, ok := b.(onetick.JobStore)
+	if !ok {
+		return fmt.Errorf("the %s backend keeps no jobs defined at run time", f.Backend.Redis.Topology())
+	}
+	var d onetick.JobsDiff
+	if sub == "rm" {
+		d, err = js.RemoveJobs(ctx, *set, rm)
+	} else {
+		src, lerr := config.LoadJobs(*file, f)
+		if lerr != nil {
+			return usageError{lerr}
+		}
+		defs, derr := jobDefs(src, jobs)
+		if derr != nil {
+			return derr
+		}
+		d, err = js.ApplyJobs(ctx, *set, defs, *dry)
+	}
+	var in *onetick.InputError
+	if errors.As(err, &in) {
+		return usageError{err}
+	}
+	if err != nil {
+		return err
+	}
+	return c.print(env.Stdout, d, func() { printDiff(env.Stdout, *set, d) })
+}
