@@ -30,4 +30,3 @@ func TestSlot(t *testing.T) {
 		t.Error("keys with one hash tag must share a slot")
 	}
 }
-
