@@ -68,35 +68,26 @@ type JobSource interface {
 	Version(ctx context.Context) (int64, error)
 }
 
-// sourceCheckEvery bounds how long the leader takes to see a change of the
-// run-time jobs.
-const sourceCheckEvery = time.Second
+// sourceCheckEvery bounds how long the leader sleeps when it has run-time
+// jobs, so that it applies a change within about a second.
+const sourceCheckEvery = refreshEvery
 
-// loadSource reads the run-time jobs when forced or when their version
-// changed, and returns the jobs to add and the names to remove relative to
-// s.dyn (nil, nil when nothing changed). On an error the current jobs stay.
-func (s *Scheduler) loadSource(ctx context.Context, log *slog.Logger, force bool) (add []*jobState, remove []string) {
-	if s.cfg.Source == nil {
-		return nil, nil
-	}
-	now := s.clock.Now()
-	if !force && now.Sub(s.srcCheckedAt) < sourceCheckEvery {
-		return nil, nil
-	}
-	s.srcCheckedAt = now
-	if !force {
-		v, err := s.cfg.Source.Version(ctx)
-		if err != nil || v == s.srcVersion {
-			return nil, nil
-		}
-	}
+// fetchJobs reads the run-time jobs (I/O only). ok is false on an error,
+// which is logged; the current jobs then stay.
+func (s *Scheduler) fetchJobs(ctx context.Context, log *slog.Logger) (jobs []Job, version int64, ok bool) {
 	jobs, v, err := s.cfg.Source.Jobs(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn("reading the jobs defined at run time failed; keeping the current ones", "err", err)
 		}
-		return nil, nil
+		return nil, 0, false
 	}
+	return jobs, v, true
+}
+
+// diffJobs compares the run-time jobs read at version v with s.dyn and
+// returns the jobs to add (new or changed) and the names to remove.
+func (s *Scheduler) diffJobs(jobs []Job, v int64, log *slog.Logger) (add []*jobState, remove []string) {
 	s.srcVersion = v
 	seen := make(map[string]bool, len(jobs))
 	for _, j := range jobs {

@@ -171,19 +171,16 @@ type Scheduler struct {
 
 	// Jobs defined at run time (Config.Source), by name; only the firing
 	// loop touches them.
-	dyn          map[string]*jobState
-	fileJob      map[string]bool
-	ownMetrics   func(name string) bool
-	srcVersion   int64
-	srcCheckedAt time.Time
+	dyn        map[string]*jobState
+	fileJob    map[string]bool
+	ownMetrics func(name string) bool
+	srcVersion int64
 
 	// The leader's copy of the store's pause controls, for accounting the
 	// slots it skips without claiming (grace, max_catchup) as paused
 	// rather than missed. Claims are arbitrated by the store itself.
-	controls      map[string]JobControl
-	ctlVersion    int64
-	ctlCheckedAt  time.Time
-	ctlCheckEvery time.Duration
+	controls   map[string]JobControl
+	ctlVersion int64
 }
 
 // Problems lists damaged store state this replica ran into (see
@@ -242,7 +239,7 @@ func New(cfg Config) (*Scheduler, error) {
 	m.now = cfg.Clock.Now
 	m.LeaseTTL.Set(lease.TTL.Seconds())
 	s := &Scheduler{cfg: cfg, lease: lease, metrics: m, clock: cfg.Clock,
-		log: cfg.Logger.With("replica", cfg.Replica), ctlCheckEvery: time.Second}
+		log: cfg.Logger.With("replica", cfg.Replica)}
 	own, all := cfg.JobMetrics.selects(len(cfg.Jobs))
 	s.ownMetrics = own
 	s.fileJob = make(map[string]bool, len(cfg.Jobs))
@@ -289,11 +286,13 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 	all := s.jobs
 	if s.cfg.Source != nil {
 		s.dyn = map[string]*jobState{}
-		add, _ := s.loadSource(ctx, log, true)
-		for _, j := range add {
-			s.dyn[j.Name] = j
+		if jobs, v, ok := s.fetchJobs(ctx, log); ok {
+			add, _ := s.diffJobs(jobs, v, log)
+			for _, j := range add {
+				s.dyn[j.Name] = j
+			}
+			all = append(append([]*jobState(nil), s.jobs...), add...)
 		}
-		all = append(append([]*jobState(nil), s.jobs...), add...)
 	} else if len(s.jobs) == 0 {
 		<-ctx.Done()
 		return
@@ -303,7 +302,7 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 		return
 	}
 	defer s.endTerm()
-	s.loadControls(ctx, log, true)
+	s.loadControls(ctx, log)
 	now := SlotOf(s.storeNow())
 	h := make(jobHeap, 0, len(all))
 	for _, j := range all {
@@ -314,6 +313,9 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 		h = append(h, j)
 	}
 	heap.Init(&h)
+	var rf refresher
+	rf.last = s.clock.Now()
+	defer rf.wg.Wait()
 	minWait := time.Duration(0)
 	due := make([]*jobState, 0, len(s.jobs))
 	ticks := make([]Tick, 0, len(s.jobs))
@@ -330,6 +332,7 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 			// Look for changes of the run-time jobs at least this often.
 			wait = min(wait, sourceCheckEvery)
 		}
+		rf.maybeStart(ctx, s, log)
 		if wait > 0 {
 			t := s.clock.NewTimer(wait)
 			select {
@@ -337,6 +340,13 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 				t.Stop()
 				return
 			case <-t.Chan():
+			case r := <-rf.pending:
+				t.Stop()
+				rf.pending = nil
+				if ld.Trusted() {
+					s.applyRefresh(ctx, &h, r, log)
+				}
+				continue
 			}
 		} else if ctx.Err() != nil {
 			return
@@ -347,9 +357,11 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 		if !ld.Trusted() {
 			return
 		}
-		s.loadControls(ctx, log, false)
-		if add, remove := s.loadSource(ctx, log, false); add != nil || remove != nil {
-			s.applySource(ctx, &h, add, remove, log)
+		select {
+		case r := <-rf.pending:
+			rf.pending = nil
+			s.applyRefresh(ctx, &h, r, log)
+		default:
 		}
 		now := SlotOf(s.storeNow())
 		due = due[:0]
@@ -440,23 +452,11 @@ func (s *Scheduler) loadCursors(ctx context.Context, ld *Leadership, jobs []*job
 	}
 }
 
-// loadControls refreshes the leader's copy of the pause controls: at the
-// start of a term, and then when their version changed, checked at most
-// every ctlCheckEvery. Failing to read them is not fatal: the store still
-// refuses paused slots; only the accounting of skipped slots may then
-// count a paused slot as missed.
-func (s *Scheduler) loadControls(ctx context.Context, log *slog.Logger, force bool) {
-	now := s.clock.Now()
-	if !force && now.Sub(s.ctlCheckedAt) < s.ctlCheckEvery {
-		return
-	}
-	s.ctlCheckedAt = now
-	if !force {
-		v, err := s.cfg.Backend.ControlsVersion(ctx)
-		if err != nil || v == s.ctlVersion {
-			return
-		}
-	}
+// loadControls reads the pause controls at the start of a term (later
+// changes arrive through the background refresh). Failing to read them is
+// not fatal: the store still refuses paused slots; only the accounting of
+// skipped slots may then count a paused slot as missed.
+func (s *Scheduler) loadControls(ctx context.Context, log *slog.Logger) {
 	ctl, v, err := s.cfg.Backend.Controls(ctx)
 	if err != nil && ctl == nil {
 		if ctx.Err() == nil {
