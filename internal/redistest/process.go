@@ -62,22 +62,26 @@ func livePids() []int {
 }
 
 // start runs the binary and waits for the line that says it is ready.
-func (s *Server) start() error {
+func (s *Server) start() error { return s.launch()() }
+
+// launch runs the binary and returns a function that waits until it is
+// ready; servers that must find each other at once start together.
+func (s *Server) launch() (wait func() error) {
 	cmd := exec.Command(s.bin, s.argv(s.Port)...)
 	cmd.Dir = s.dir
 	// The server dies with the test binary even when the binary is killed
 	// (a test timeout, ^C) before its cleanups run. The signal follows the
 	// OS thread that forked, not the process; the Go runtime retires a
 	// thread only when a goroutine exits while locked to it, which this
-	// package never does after starting.
+	// package never does.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return err
+		return func() error { return err }
 	}
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
-		return err
+		return func() error { return err }
 	}
 	pid := cmd.Process.Pid
 	live.Store(pid, s.Addr())
@@ -102,19 +106,21 @@ func (s *Server) start() error {
 		live.Delete(pid)
 		close(done)
 	}()
-	select {
-	case <-ready:
-	case <-done:
-		return fmt.Errorf("redis-server on port %d exited before it was ready:\n%s", s.Port, head.String())
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		return fmt.Errorf("redis-server on port %d not ready after 20s", s.Port)
+	return func() error {
+		select {
+		case <-ready:
+		case <-done:
+			return fmt.Errorf("redis-server on port %d exited before it was ready:\n%s", s.Port, head.String())
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			return fmt.Errorf("redis-server on port %d not ready after 20s", s.Port)
+		}
+		s.mu.Lock()
+		s.cmd, s.done, s.paused = cmd, done, false
+		s.mu.Unlock()
+		return nil
 	}
-	s.mu.Lock()
-	s.cmd, s.done, s.paused = cmd, done, false
-	s.mu.Unlock()
-	return nil
 }
 
 func (s *Server) appendLog(line string) {
