@@ -45,7 +45,14 @@ type Harness struct {
 	// Fix undoes a damage the way an operator would by hand: deleting the
 	// damaged key or field.
 	Fix func(t *testing.T, b onetick.Backend, d Damage)
+	// StreamKey, if set, maps the suite's stream names to the backend's
+	// keys (a Redis Cluster needs every key in the prefix's hash slot).
+	StreamKey func(name string) string
 }
+
+// sk is the key of the suite's stream name (see Harness.StreamKey); the
+// suite sets it for the duration of Exercise.
+var sk = func(name string) string { return name }
 
 // Exercise runs the whole suite.
 func Exercise(t *testing.T, h Harness) {
@@ -79,6 +86,10 @@ func Exercise(t *testing.T, h Harness) {
 	tests = append(tests, damageTests...)
 	tests = append(tests, controlTests...)
 	tests = append(tests, jobStoreTests...)
+	if h.StreamKey != nil {
+		sk = h.StreamKey
+		defer func() { sk = func(name string) string { return name } }()
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h, fresh(t, h)) })
 	}
@@ -271,7 +282,7 @@ func testLeader(t *testing.T, _ Harness, b onetick.Backend) {
 
 func testClaimFencesStaleHolder(t *testing.T, h Harness, b onetick.Backend) {
 	ctx := ctxT(t)
-	const stream = "fence:stream"
+	stream := sk("fence:stream")
 	a := mustAcquire(t, b, "a", 10*time.Second)
 	s0 := pastSlot(10*time.Second, time.Second)
 	if o := mustClaim(t, b, a, tick("j", s0, stream)); o[0] != onetick.Claimed {
@@ -316,11 +327,11 @@ func testClaimFencesStaleHolder(t *testing.T, h Harness, b onetick.Backend) {
 func testClaimFencedWithoutSuccessor(t *testing.T, h Harness, b onetick.Backend) {
 	a := mustAcquire(t, b, "a", 10*time.Second)
 	h.Expire(t, b)
-	_, err := b.Claim(ctxT(t), a, []onetick.Tick{tick("j", pastSlot(time.Second, time.Second), "s")})
+	_, err := b.Claim(ctxT(t), a, []onetick.Tick{tick("j", pastSlot(time.Second, time.Second), sk("s"))})
 	if !errors.Is(err, onetick.ErrFenced) {
 		t.Fatalf("claim with an expired lease and no successor: %v, want ErrFenced", err)
 	}
-	if got := h.Stream(t, b, "s"); len(got) != 0 {
+	if got := h.Stream(t, b, sk("s")); len(got) != 0 {
 		t.Fatalf("stream: %+v", got)
 	}
 }
@@ -329,12 +340,12 @@ func testClaimDuplicateAcrossTerms(t *testing.T, _ Harness, b onetick.Backend) {
 	ctx := ctxT(t)
 	a := mustAcquire(t, b, "a", 10*time.Second)
 	s := pastSlot(5*time.Second, time.Second)
-	mustClaim(t, b, a, tick("j", s, "st"))
+	mustClaim(t, b, a, tick("j", s, sk("st")))
 	if err := b.Release(ctx, a); err != nil {
 		t.Fatal(err)
 	}
 	bl := mustAcquire(t, b, "b", 10*time.Second)
-	if o := mustClaim(t, b, bl, tick("j", s, "st")); o[0] != onetick.Duplicate {
+	if o := mustClaim(t, b, bl, tick("j", s, sk("st"))); o[0] != onetick.Duplicate {
 		t.Fatalf("claim of a tick another term claimed: %v, want duplicate", o[0])
 	}
 }
@@ -342,13 +353,13 @@ func testClaimDuplicateAcrossTerms(t *testing.T, _ Harness, b onetick.Backend) {
 func testClaimRetrySameTerm(t *testing.T, h Harness, b onetick.Backend) {
 	a := mustAcquire(t, b, "a", 10*time.Second)
 	s := pastSlot(5*time.Second, time.Second)
-	mustClaim(t, b, a, tick("j", s, "st"))
+	mustClaim(t, b, a, tick("j", s, sk("st")))
 	// A claim whose answer was lost is retried: the store recognises the
 	// term's own tick, answers claimed, and appends nothing.
-	if o := mustClaim(t, b, a, tick("j", s, "st")); o[0] != onetick.Claimed {
+	if o := mustClaim(t, b, a, tick("j", s, sk("st"))); o[0] != onetick.Claimed {
 		t.Fatalf("retried claim: %v, want claimed", o[0])
 	}
-	if got := h.Stream(t, b, "st"); len(got) != 1 {
+	if got := h.Stream(t, b, sk("st")); len(got) != 1 {
 		t.Fatalf("stream after a retried claim has %d entries, want 1", len(got))
 	}
 }
@@ -356,14 +367,14 @@ func testClaimRetrySameTerm(t *testing.T, h Harness, b onetick.Backend) {
 func testClaimSlotOrder(t *testing.T, h Harness, b onetick.Backend) {
 	a := mustAcquire(t, b, "a", 10*time.Second)
 	s := pastSlot(30*time.Second, time.Second)
-	mustClaim(t, b, a, tick("j", s+5000, "st"))
+	mustClaim(t, b, a, tick("j", s+5000, sk("st")))
 	// An in-order claim for a slot at or before the last-fired one is a
 	// duplicate even though no tick record exists for it.
-	o := mustClaim(t, b, a, tick("j", s, "st"), tick("j", s+5000-1, "st"), tick("other", s, "st"))
+	o := mustClaim(t, b, a, tick("j", s, sk("st")), tick("j", s+5000-1, sk("st")), tick("other", s, sk("st")))
 	if o[0] != onetick.Duplicate || o[1] != onetick.Duplicate || o[2] != onetick.Claimed {
 		t.Fatalf("outcomes %v, want [duplicate duplicate claimed]", o)
 	}
-	if got := h.Stream(t, b, "st"); len(got) != 2 {
+	if got := h.Stream(t, b, sk("st")); len(got) != 2 {
 		t.Fatalf("stream has %d entries, want 2", len(got))
 	}
 }
@@ -372,8 +383,8 @@ func testClaimOutOfOrder(t *testing.T, _ Harness, b onetick.Backend) {
 	ctx := ctxT(t)
 	a := mustAcquire(t, b, "a", 10*time.Second)
 	s := pastSlot(30*time.Second, time.Second)
-	mustClaim(t, b, a, tick("j", s+10000, "st"))
-	back := tick("j", s, "st")
+	mustClaim(t, b, a, tick("j", s+10000, sk("st")))
+	back := tick("j", s, sk("st"))
 	back.OutOfOrder = true
 	if o := mustClaim(t, b, a, back); o[0] != onetick.Claimed {
 		t.Fatalf("backfill claim: %v", o[0])
@@ -399,7 +410,7 @@ func testClaimEarly(t *testing.T, h Harness, b onetick.Backend) {
 		t.Fatal(err)
 	}
 	future := onetick.SlotOf(st.Add(10 * time.Second))
-	o := mustClaim(t, b, a, tick("j", future, "st"), tick("k", onetick.SlotOf(st.Add(-time.Second)), "st"))
+	o := mustClaim(t, b, a, tick("j", future, sk("st")), tick("k", onetick.SlotOf(st.Add(-time.Second)), sk("st")))
 	if o[0] != onetick.Early || o[1] != onetick.Claimed {
 		t.Fatalf("outcomes %v, want [early claimed]", o)
 	}
@@ -407,7 +418,7 @@ func testClaimEarly(t *testing.T, h Harness, b onetick.Backend) {
 	if _, ok := last["j"]; ok {
 		t.Fatalf("an early tick moved last fired: %v", last)
 	}
-	if got := h.Stream(t, b, "st"); len(got) != 1 || got[0].Job != "k" {
+	if got := h.Stream(t, b, sk("st")); len(got) != 1 || got[0].Job != "k" {
 		t.Fatalf("stream: %+v", got)
 	}
 }
@@ -417,7 +428,7 @@ func testClaimBatch(t *testing.T, h Harness, b onetick.Backend) {
 	s := pastSlot(time.Hour, time.Second)
 	var ticks []onetick.Tick
 	for i := 0; i < 1000; i++ {
-		ticks = append(ticks, tick(fmt.Sprintf("job%d", i%10), s+onetick.Slot(i/10*1000), fmt.Sprintf("st%d", i%10)))
+		ticks = append(ticks, tick(fmt.Sprintf("job%d", i%10), s+onetick.Slot(i/10*1000), sk(fmt.Sprintf("st%d", i%10))))
 	}
 	o := mustClaim(t, b, a, ticks...)
 	for i, x := range o {
@@ -426,7 +437,7 @@ func testClaimBatch(t *testing.T, h Harness, b onetick.Backend) {
 		}
 	}
 	for k := 0; k < 10; k++ {
-		got := h.Stream(t, b, fmt.Sprintf("st%d", k))
+		got := h.Stream(t, b, sk(fmt.Sprintf("st%d", k)))
 		if len(got) != 100 {
 			t.Fatalf("stream %d has %d entries, want 100", k, len(got))
 		}
@@ -449,12 +460,12 @@ func testClaimMaxLen(t *testing.T, h Harness, b onetick.Backend) {
 	s := pastSlot(time.Hour, time.Second)
 	var ticks []onetick.Tick
 	for i := 0; i < 1000; i++ {
-		tk := tick("j", s+onetick.Slot(i*1000), "trim")
+		tk := tick("j", s+onetick.Slot(i*1000), sk("trim"))
 		tk.MaxLen = 10
 		ticks = append(ticks, tk)
 	}
 	mustClaim(t, b, a, ticks...)
-	got := h.Stream(t, b, "trim")
+	got := h.Stream(t, b, sk("trim"))
 	// Approximate trimming keeps at least MaxLen and far fewer than all.
 	if len(got) < 10 || len(got) >= 500 {
 		t.Fatalf("trimmed stream has %d entries, want between 10 and 500", len(got))
@@ -661,7 +672,7 @@ func lateRun(t *testing.T, h Harness, b onetick.Backend, job onetick.Job, back t
 
 func testSchedulerCatchUp(t *testing.T, h Harness, b onetick.Backend) {
 	const step = 100
-	s0, _, recs, s := lateRun(t, h, b, onetick.Job{Name: "dup", Prefer: onetick.PreferDuplicate, Stream: "cu"}, 2*time.Second)
+	s0, _, recs, s := lateRun(t, h, b, onetick.Job{Name: "dup", Prefer: onetick.PreferDuplicate, Stream: sk("cu")}, 2*time.Second)
 	slots := checkContiguous(t, recs, "dup", step)
 	if slots[0] != s0 || slots[1] != s0+step {
 		t.Fatalf("catch-up did not resume right after the persisted slot: %v...", slots[:2])
@@ -682,7 +693,7 @@ func testSchedulerCatchUp(t *testing.T, h Harness, b onetick.Backend) {
 func testSchedulerSkipsBeyondGrace(t *testing.T, h Harness, b onetick.Backend) {
 	const step = 100
 	s0, start, recs, s := lateRun(t, h, b, onetick.Job{Name: "miss", Prefer: onetick.PreferMissed,
-		Grace: time.Second, Stream: "sk"}, 4*time.Second)
+		Grace: time.Second, Stream: sk("sk")}, 4*time.Second)
 	first := recs[1].Slot
 	if first < start-1000-step {
 		t.Fatalf("fired slot %s, more than the 1s grace before the leader started (%s)", first, start)
@@ -701,7 +712,7 @@ func testSchedulerSkipsBeyondGrace(t *testing.T, h Harness, b onetick.Backend) {
 func testSchedulerMaxCatchup(t *testing.T, h Harness, b onetick.Backend) {
 	const step = 100
 	s0, _, recs, s := lateRun(t, h, b, onetick.Job{Name: "cap", Prefer: onetick.PreferDuplicate,
-		MaxCatchup: 5, Stream: "mc"}, 3*time.Second)
+		MaxCatchup: 5, Stream: sk("mc")}, 3*time.Second)
 	slots := checkContiguous(t, recs[1:], "cap", step)
 	missed := testutil.ToFloat64(s.Metrics().JobMissedTicks.WithLabelValues("cap", "duplicate"))
 	if want := float64((slots[0]-s0)/step - 1); missed != want || missed < 20 {
@@ -719,7 +730,7 @@ func testSchedulerMaxCatchup(t *testing.T, h Harness, b onetick.Backend) {
 }
 
 func testSchedulerNoHistory(t *testing.T, h Harness, b onetick.Backend) {
-	_, start, recs, _ := lateRun(t, h, b, onetick.Job{Name: "new", Prefer: onetick.PreferDuplicate, Stream: "nh"}, 0)
+	_, start, recs, _ := lateRun(t, h, b, onetick.Job{Name: "new", Prefer: onetick.PreferDuplicate, Stream: sk("nh")}, 0)
 	slots := checkContiguous(t, recs, "new", 100)
 	if slots[0] < start {
 		t.Fatalf("a job with no history fired %s, before the scheduler started (%s)", slots[0], start)
@@ -745,7 +756,7 @@ func testThreeReplicas(t *testing.T, h Harness, b onetick.Backend) {
 	start := func(name string) {
 		var r *runner
 		r = startScheduler(t, onetick.Config{Backend: b, Replica: name, Lease: fastLease, Sink: rec,
-			Jobs: []onetick.Job{{Name: "hb", Schedule: every(t, "@every 50ms"), Prefer: onetick.PreferDuplicate, Stream: "three"}},
+			Jobs: []onetick.Job{{Name: "hb", Schedule: every(t, "@every 50ms"), Prefer: onetick.PreferDuplicate, Stream: sk("three")}},
 			OnNewLeader: func(l onetick.Lease) {
 				if l.Holder == name {
 					became <- event{name, l, time.Now()}
@@ -827,8 +838,8 @@ func testThreeReplicas(t *testing.T, h Harness, b onetick.Backend) {
 	rec.waitSlot(t, "hb", onetick.SlotOf(time.Now())+4*step)
 	// Every superseded leader tries to fire: the store refuses it.
 	for _, l := range old {
-		_, err := b.Claim(ctxT(t), l, []onetick.Tick{tick("hb", onetick.SlotOf(time.Now())+step, "three"),
-			tick("hb", onetick.SlotOf(time.Now()), "three")})
+		_, err := b.Claim(ctxT(t), l, []onetick.Tick{tick("hb", onetick.SlotOf(time.Now())+step, sk("three")),
+			tick("hb", onetick.SlotOf(time.Now()), sk("three"))})
 		if !errors.Is(err, onetick.ErrFenced) {
 			t.Errorf("claim by superseded epoch %d: %v, want ErrFenced", l.Epoch, err)
 		}
@@ -842,7 +853,7 @@ func testThreeReplicas(t *testing.T, h Harness, b onetick.Backend) {
 	for _, r := range all {
 		r.stop()
 	}
-	recs := h.Stream(t, b, "three")
+	recs := h.Stream(t, b, sk("three"))
 	slots := checkContiguous(t, recs, "hb", step)
 	if len(slots) < 20 {
 		t.Fatalf("only %d slots fired", len(slots))
@@ -868,7 +879,7 @@ func testThreeReplicas(t *testing.T, h Harness, b onetick.Backend) {
 // store's clock, and none twice.
 func testClockSkew(t *testing.T, h Harness, b onetick.Backend) {
 	for _, off := range []time.Duration{700 * time.Millisecond, -700 * time.Millisecond} {
-		stream := fmt.Sprintf("skew%d", off.Milliseconds())
+		stream := sk(fmt.Sprintf("skew%d", off.Milliseconds()))
 		rec := newRecorder()
 		start := onetick.SlotOf(time.Now())
 		r := startScheduler(t, onetick.Config{Backend: b, Replica: "skewed", Lease: fastLease, Sink: rec,

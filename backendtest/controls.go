@@ -45,17 +45,17 @@ func testPauseRefusesSlots(t *testing.T, h Harness, b onetick.Backend) {
 		t.Fatalf("pausing a paused job: %+v, %v; want no change", again, err)
 	}
 	s := onetick.SlotOf(c.Intervals[0].Since)
-	batch := []onetick.Tick{tick("p", s, "pz"), tick("q", s, "pz")}
+	batch := []onetick.Tick{tick("p", s, sk("pz")), tick("q", s, sk("pz"))}
 	for attempt := 0; attempt < 2; attempt++ {
 		if o := mustClaim(t, b, l, batch...); o[0] != onetick.Paused || o[1] != onetick.Claimed {
 			t.Fatalf("claim %d: %v, want paused, claimed", attempt, o)
 		}
 	}
 	// A slot before the pause is not paused.
-	if o := mustClaim(t, b, l, tick("r", s-1000, "pz")); o[0] != onetick.Claimed {
+	if o := mustClaim(t, b, l, tick("r", s-1000, sk("pz"))); o[0] != onetick.Claimed {
 		t.Fatalf("a slot before the pause: %v", o)
 	}
-	recs := h.Stream(t, b, "pz")
+	recs := h.Stream(t, b, sk("pz"))
 	if len(recs) != 2 || recs[0].Job != "q" {
 		t.Fatalf("stream %+v: want q and r only", recs)
 	}
@@ -80,7 +80,7 @@ func testPauseRefusesSlots(t *testing.T, h Harness, b onetick.Backend) {
 	if _, v2, _ := b.Controls(ctx); v2 <= v1 {
 		t.Fatalf("controls version %d after a resume, want more than %d", v2, v1)
 	}
-	if o := mustClaim(t, b, l, tick("p", until, "pz")); o[0] != onetick.Claimed {
+	if o := mustClaim(t, b, l, tick("p", until, sk("pz"))); o[0] != onetick.Claimed {
 		t.Fatalf("the first slot after the resume: %v, want claimed", o)
 	}
 	// The interval is behind the last-fired slot now: dropped.
@@ -105,7 +105,7 @@ func testPauseIntervalLeaderless(t *testing.T, h Harness, b onetick.Backend) {
 	ctx := ctxT(t)
 	l := mustAcquire(t, b, "a", 30*time.Second)
 	s0 := storeSlot(t, b) - 10
-	mustClaim(t, b, l, tick("p", s0, "pl"))
+	mustClaim(t, b, l, tick("p", s0, sk("pl")))
 	c, err := b.Pause(ctx, "p", alice)
 	if err != nil {
 		t.Fatal(err)
@@ -120,11 +120,11 @@ func testPauseIntervalLeaderless(t *testing.T, h Harness, b onetick.Backend) {
 	until := onetick.SlotOf(r.Intervals[0].Until)
 	for storeSlot(t, b) < until+5 {
 	}
-	o := mustClaim(t, b, l, tick("p", since+10, "pl"), tick("p", since+20, "pl"), tick("p", until+1, "pl"))
+	o := mustClaim(t, b, l, tick("p", since+10, sk("pl")), tick("p", since+20, sk("pl")), tick("p", until+1, sk("pl")))
 	if o[0] != onetick.Paused || o[1] != onetick.Paused || o[2] != onetick.Claimed {
 		t.Fatalf("catch-up over a pause: %v, want paused, paused, claimed", o)
 	}
-	if n := len(h.Stream(t, b, "pl")); n != 2 {
+	if n := len(h.Stream(t, b, sk("pl"))); n != 2 {
 		t.Fatalf("stream has %d entries, want 2", n)
 	}
 }
@@ -140,7 +140,7 @@ func testPauseSurvivesLeaderChange(t *testing.T, h Harness, b onetick.Backend) {
 	}
 	h.Expire(t, b)
 	l := mustAcquire(t, b, "b", 30*time.Second)
-	if o := mustClaim(t, b, l, tick("p", onetick.SlotOf(c.Intervals[0].Since), "ps")); o[0] != onetick.Paused {
+	if o := mustClaim(t, b, l, tick("p", onetick.SlotOf(c.Intervals[0].Since), sk("ps"))); o[0] != onetick.Paused {
 		t.Fatalf("the next leader's claim of a paused slot: %v", o)
 	}
 }
@@ -153,7 +153,7 @@ func testTrigger(t *testing.T, h Harness, b onetick.Backend) {
 	if _, err := b.Pause(ctx, "j", alice); err != nil {
 		t.Fatal(err)
 	}
-	tr := onetick.Tick{Job: "j", Key: "req-1", Stream: "tg", Payload: `{"x":1}`, Retention: time.Hour}
+	tr := onetick.Tick{Job: "j", Key: "req-1", Stream: sk("tg"), Payload: `{"x":1}`, Retention: time.Hour}
 	for attempt := 0; attempt < 2; attempt++ {
 		res, err := b.Enqueue(ctx, []onetick.Tick{tr}, alice)
 		if err != nil {
@@ -171,7 +171,7 @@ func testTrigger(t *testing.T, h Harness, b onetick.Backend) {
 	if res, err := b.Enqueue(ctx, []onetick.Tick{tr}, alice); err != nil || res.Outcomes[0] != onetick.Claimed {
 		t.Fatalf("second trigger: %+v, %v", res, err)
 	}
-	recs := h.Stream(t, b, "tg")
+	recs := h.Stream(t, b, sk("tg"))
 	if len(recs) != 2 {
 		t.Fatalf("stream %+v, want two triggers", recs)
 	}
@@ -192,12 +192,12 @@ func testBackfill(t *testing.T, h Harness, b onetick.Backend) {
 	ctx := ctxT(t)
 	base := pastSlot(time.Hour, time.Minute)
 	l := mustAcquire(t, b, "a", 30*time.Second)
-	scheduled := tick("j", base+60000*3, "bf")
+	scheduled := tick("j", base+60000*3, sk("bf"))
 	scheduled.Retention = 3 * time.Hour // records live their retention past their slot
 	mustClaim(t, b, l, scheduled)
 	var ticks []onetick.Tick
 	for i := 0; i < 4; i++ {
-		ticks = append(ticks, onetick.Tick{Job: "j", Slot: base + onetick.Slot(60000*i), Stream: "bf", Payload: "{}", Retention: time.Hour})
+		ticks = append(ticks, onetick.Tick{Job: "j", Slot: base + onetick.Slot(60000*i), Stream: sk("bf"), Payload: "{}", Retention: time.Hour})
 	}
 	res, err := b.Enqueue(ctx, ticks, alice)
 	if err != nil {
@@ -216,11 +216,11 @@ func testBackfill(t *testing.T, h Harness, b onetick.Backend) {
 			t.Fatalf("repeated backfill: tick %d %v, want duplicate", i, x)
 		}
 	}
-	future := onetick.Tick{Job: "j", Slot: onetick.SlotOf(time.Now().Add(time.Hour)), Stream: "bf", Payload: "{}", Retention: time.Hour}
+	future := onetick.Tick{Job: "j", Slot: onetick.SlotOf(time.Now().Add(time.Hour)), Stream: sk("bf"), Payload: "{}", Retention: time.Hour}
 	if res, err := b.Enqueue(ctx, []onetick.Tick{future}, alice); err != nil || res.Outcomes[0] != onetick.Early {
 		t.Fatalf("a future slot: %+v, %v", res, err)
 	}
-	recs := h.Stream(t, b, "bf")
+	recs := h.Stream(t, b, sk("bf"))
 	if len(recs) != 4 {
 		t.Fatalf("stream has %d entries, want 1 scheduled + 3 backfilled", len(recs))
 	}
@@ -244,7 +244,7 @@ func testControlLog(t *testing.T, _ Harness, b onetick.Backend) {
 	if _, err := b.Resume(ctx, "j", onetick.Actor{Who: "bob", Reason: "fixed"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Enqueue(ctx, []onetick.Tick{{Job: "j", Key: "k", Stream: "cl", Payload: "{}", Retention: time.Hour}},
+	if _, err := b.Enqueue(ctx, []onetick.Tick{{Job: "j", Key: "k", Stream: sk("cl"), Payload: "{}", Retention: time.Hour}},
 		onetick.Actor{Who: "carol"}); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func testPausedStateDamaged(t *testing.T, h Harness, b onetick.Backend) {
 	l := mustAcquire(t, b, "a", 30*time.Second)
 	s := pastSlot(time.Second, time.Second)
 	damage(t, h, b, Damage{Kind: PausedFieldGarbage, Job: "p"})
-	res, err := b.Claim(ctx, l, []onetick.Tick{tick("p", s, "pd"), tick("q", s, "pd")})
+	res, err := b.Claim(ctx, l, []onetick.Tick{tick("p", s, sk("pd")), tick("q", s, sk("pd"))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func testPausedStateDamaged(t *testing.T, h Harness, b onetick.Backend) {
 	}
 	h.Fix(t, b, Damage{Kind: PausedFieldGarbage, Job: "p"})
 	damage(t, h, b, Damage{Kind: PausedWrongType})
-	_, err = b.Claim(ctx, l, []onetick.Tick{tick("q", s+1000, "pd")})
+	_, err = b.Claim(ctx, l, []onetick.Tick{tick("q", s+1000, sk("pd"))})
 	if !errors.Is(err, onetick.ErrDamaged) {
 		t.Fatalf("claim with the pause controls of another type: %v, want ErrDamaged", err)
 	}
@@ -283,7 +283,7 @@ func testPausedStateDamaged(t *testing.T, h Harness, b onetick.Backend) {
 		t.Fatalf("pause with the pause controls of another type: %v, want ErrDamaged", err)
 	}
 	h.Fix(t, b, Damage{Kind: PausedWrongType})
-	if o := mustClaim(t, b, l, tick("q", s+1000, "pd")); o[0] != onetick.Claimed {
+	if o := mustClaim(t, b, l, tick("q", s+1000, sk("pd"))); o[0] != onetick.Claimed {
 		t.Fatalf("after the fix: %v", o)
 	}
 }

@@ -145,9 +145,9 @@ func inspectClean(t *testing.T, b onetick.Backend, streams map[string]string) {
 // stream, and retries of the same claim never append a or c again.
 func testDamageStreamIsolated(t *testing.T, h Harness, b onetick.Backend) {
 	s := pastSlot(time.Second, time.Second)
-	damage(t, h, b, Damage{Kind: StreamWrongType, Stream: "x:b"})
+	damage(t, h, b, Damage{Kind: StreamWrongType, Stream: sk("x:b")})
 	l := mustAcquire(t, b, "a", 30*time.Second)
-	batch := []onetick.Tick{tick("a", s, "x:a"), tick("b", s, "x:b"), tick("c", s, "x:c")}
+	batch := []onetick.Tick{tick("a", s, sk("x:a")), tick("b", s, sk("x:b")), tick("c", s, sk("x:c"))}
 	for attempt := 0; attempt < 3; attempt++ {
 		res, err := b.Claim(ctxT(t), l, batch)
 		if err != nil {
@@ -158,14 +158,14 @@ func testDamageStreamIsolated(t *testing.T, h Harness, b onetick.Backend) {
 			t.Fatalf("claim %d: outcomes %v, want claimed, broken, claimed", attempt, o)
 		}
 		d := res.Damaged[1]
-		if d == nil || d.Key != "x:b" || d.Job != "b" || d.Repairable {
+		if d == nil || d.Key != sk("x:b") || d.Job != "b" || d.Repairable {
 			t.Fatalf("claim %d: damage %+v, want x:b of job b, not repairable by onetick", attempt, d)
 		}
 		if len(res.Damaged) != 1 {
 			t.Fatalf("claim %d: %d damages, want 1", attempt, len(res.Damaged))
 		}
 	}
-	for _, st := range []string{"x:a", "x:c"} {
+	for _, st := range []string{sk("x:a"), sk("x:c")} {
 		if n := len(streamIDs(t, h, b, st)); n != 1 {
 			t.Fatalf("stream %s has %d entries after three claims of one tick, want 1", st, n)
 		}
@@ -180,16 +180,16 @@ func testDamageStreamIsolated(t *testing.T, h Harness, b onetick.Backend) {
 	if _, ok := last["b"]; ok {
 		t.Fatalf("b's last-fired slot moved although its tick was not appended: %v", last)
 	}
-	streams := map[string]string{"a": "x:a", "b": "x:b", "c": "x:c"}
-	d := inspectFinds(t, b, streams, "x:b", "")
+	streams := map[string]string{"a": sk("x:a"), "b": sk("x:b"), "c": sk("x:c")}
+	d := inspectFinds(t, b, streams, sk("x:b"), "")
 	if _, err := b.Repair(ctxT(t), d, true); !errors.Is(err, onetick.ErrNotRepairable) {
 		t.Fatalf("repair of a job's stream: %v, want ErrNotRepairable (onetick does not touch streams)", err)
 	}
-	h.Fix(t, b, Damage{Kind: StreamWrongType, Stream: "x:b"})
+	h.Fix(t, b, Damage{Kind: StreamWrongType, Stream: sk("x:b")})
 	if o := mustClaim(t, b, l, batch...); o[0] != onetick.Claimed || o[1] != onetick.Claimed || o[2] != onetick.Claimed {
 		t.Fatalf("after the fix: %v, want all claimed (b now, a and c as this term's retry)", o)
 	}
-	for _, st := range []string{"x:a", "x:b", "x:c"} {
+	for _, st := range []string{sk("x:a"), sk("x:b"), sk("x:c")} {
 		if n := len(streamIDs(t, h, b, st)); n != 1 {
 			t.Fatalf("stream %s has %d entries, want 1", st, n)
 		}
@@ -204,7 +204,7 @@ func testDamageStreamIsolated(t *testing.T, h Harness, b onetick.Backend) {
 func testDamageLastField(t *testing.T, h Harness, b onetick.Backend) {
 	s := pastSlot(2*time.Second, time.Second)
 	l := mustAcquire(t, b, "a", 30*time.Second)
-	mustClaim(t, b, l, tick("a", s, "y"), tick("b", s, "y"), tick("c", s, "y"))
+	mustClaim(t, b, l, tick("a", s, sk("y")), tick("b", s, sk("y")), tick("c", s, sk("y")))
 	damage(t, h, b, Damage{Kind: LastFieldGarbage, Job: "b"})
 	last, err := b.LastFired(ctxT(t), []string{"a", "b", "c"})
 	ds := onetick.Damages(err)
@@ -215,7 +215,7 @@ func testDamageLastField(t *testing.T, h Harness, b onetick.Backend) {
 		t.Fatalf("last fired %v, want a and c at %s and no b", last, s)
 	}
 	n := s + 1000
-	res, err := b.Claim(ctxT(t), l, []onetick.Tick{tick("a", n, "y"), tick("b", n, "y"), tick("c", n, "y")})
+	res, err := b.Claim(ctxT(t), l, []onetick.Tick{tick("a", n, sk("y")), tick("b", n, sk("y")), tick("c", n, sk("y"))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,12 +226,12 @@ func testDamageLastField(t *testing.T, h Harness, b onetick.Backend) {
 		t.Fatalf("damage %+v, want the field of b", d)
 	}
 	// A manual tick does not depend on the last-fired slot.
-	ooo := tick("b", s-5000, "y")
+	ooo := tick("b", s-5000, sk("y"))
 	ooo.OutOfOrder = true
 	if o := mustClaim(t, b, l, ooo); o[0] != onetick.Claimed {
 		t.Fatalf("out-of-order tick of the damaged job: %v, want claimed", o)
 	}
-	d := inspectFinds(t, b, map[string]string{"a": "y", "b": "y", "c": "y"}, d0Key(res), "b")
+	d := inspectFinds(t, b, map[string]string{"a": sk("y"), "b": sk("y"), "c": sk("y")}, d0Key(res), "b")
 	if !d.Repairable {
 		t.Fatalf("a last-fired field should be repairable: %+v", d)
 	}
@@ -241,14 +241,14 @@ func testDamageLastField(t *testing.T, h Harness, b onetick.Backend) {
 	if _, err := b.Repair(ctxT(t), d, false); err == nil {
 		t.Fatal("a second repair of the same damage succeeded; want 'no longer there'")
 	}
-	if o := mustClaim(t, b, l, tick("b", n, "y")); o[0] != onetick.Claimed {
+	if o := mustClaim(t, b, l, tick("b", n, sk("y"))); o[0] != onetick.Claimed {
 		t.Fatalf("after repair: %v, want claimed", o)
 	}
-	ids := streamIDs(t, h, b, "y")
+	ids := streamIDs(t, h, b, sk("y"))
 	if len(ids) != 7 {
 		t.Fatalf("stream has %d entries, want 7 (3 + a, c + the manual tick + b)", len(ids))
 	}
-	inspectClean(t, b, map[string]string{"a": "y", "b": "y", "c": "y"})
+	inspectClean(t, b, map[string]string{"a": sk("y"), "b": sk("y"), "c": sk("y")})
 }
 
 func storeMs(t *testing.T, b onetick.Backend) int64 {
@@ -279,20 +279,20 @@ func testDamageLastWhole(t *testing.T, h Harness, b onetick.Backend) {
 		t.Fatalf("damage %+v, want the whole key, repairable", d)
 	}
 	for attempt := 0; attempt < 3; attempt++ {
-		_, err := b.Claim(ctxT(t), l, []onetick.Tick{tick("a", s, "w"), tick("b", s, "w")})
+		_, err := b.Claim(ctxT(t), l, []onetick.Tick{tick("a", s, sk("w")), tick("b", s, sk("w"))})
 		wantDamage(t, err, d.Key)
 	}
-	if n := len(streamIDs(t, h, b, "w")); n != 0 {
+	if n := len(streamIDs(t, h, b, sk("w"))); n != 0 {
 		t.Fatalf("stream has %d entries after refused claims, want 0", n)
 	}
-	found := inspectFinds(t, b, map[string]string{"a": "w"}, d.Key, "")
+	found := inspectFinds(t, b, map[string]string{"a": sk("w")}, d.Key, "")
 	if _, err := b.Repair(ctxT(t), found, false); err != nil {
 		t.Fatalf("repair: %v", err)
 	}
-	if o := mustClaim(t, b, l, tick("a", s, "w"), tick("b", s, "w")); o[0] != onetick.Claimed || o[1] != onetick.Claimed {
+	if o := mustClaim(t, b, l, tick("a", s, sk("w")), tick("b", s, sk("w"))); o[0] != onetick.Claimed || o[1] != onetick.Claimed {
 		t.Fatalf("after repair: %v", o)
 	}
-	if n := len(streamIDs(t, h, b, "w")); n != 2 {
+	if n := len(streamIDs(t, h, b, sk("w"))); n != 2 {
 		t.Fatalf("stream has %d entries, want 2", n)
 	}
 }
@@ -304,21 +304,21 @@ func testDamageRecords(t *testing.T, h Harness, b onetick.Backend) {
 	s := pastSlot(2*time.Minute, time.Minute)
 	damage(t, h, b, Damage{Kind: RecordsWrongType, Slot: s})
 	l := mustAcquire(t, b, "a", 30*time.Second)
-	res, err := b.Claim(ctxT(t), l, []onetick.Tick{tick("a", s, "r"), tick("a", s+onetick.Slot(time.Minute.Milliseconds()), "r")})
+	res, err := b.Claim(ctxT(t), l, []onetick.Tick{tick("a", s, sk("r")), tick("a", s+onetick.Slot(time.Minute.Milliseconds()), sk("r"))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o := res.Outcomes; o[0] != onetick.Broken || o[1] != onetick.Claimed {
 		t.Fatalf("outcomes %v, want broken, claimed", o)
 	}
-	if n := len(streamIDs(t, h, b, "r")); n != 1 {
+	if n := len(streamIDs(t, h, b, sk("r"))); n != 1 {
 		t.Fatalf("stream has %d entries, want 1", n)
 	}
-	d := inspectFinds(t, b, map[string]string{"a": "r"}, res.Damaged[0].Key, "")
+	d := inspectFinds(t, b, map[string]string{"a": sk("r")}, res.Damaged[0].Key, "")
 	if _, err := b.Repair(ctxT(t), d, false); err != nil {
 		t.Fatalf("repair: %v", err)
 	}
-	inspectClean(t, b, map[string]string{"a": "r"})
+	inspectClean(t, b, map[string]string{"a": sk("r")})
 }
 
 // testDamageLease: a lease key of another type, a value that is not a
@@ -344,7 +344,7 @@ func testDamageLease(t *testing.T, h Harness, _ onetick.Backend) {
 			if _, err := b.Renew(ctx, a, 30*time.Second); !errors.Is(err, onetick.ErrLeaseLost) {
 				t.Fatalf("renew by the holder: %v, want ErrLeaseLost", err)
 			}
-			if _, err := b.Claim(ctx, a, []onetick.Tick{tick("j", pastSlot(time.Second, time.Second), "l")}); !errors.Is(err, onetick.ErrFenced) {
+			if _, err := b.Claim(ctx, a, []onetick.Tick{tick("j", pastSlot(time.Second, time.Second), sk("l"))}); !errors.Is(err, onetick.ErrFenced) {
 				t.Fatalf("claim by the holder: %v, want ErrFenced", err)
 			}
 			found := inspectFinds(t, b, nil, d.Key, "")
@@ -436,7 +436,7 @@ func testDamageHistory(t *testing.T, h Harness, _ onetick.Backend) {
 			if _, err := b.Renew(ctx, g.Lease, 30*time.Second); err != nil {
 				t.Fatalf("renew: %v", err)
 			}
-			if o := mustClaim(t, b, g.Lease, tick("j", pastSlot(time.Second, time.Second), "hs")); o[0] != onetick.Claimed {
+			if o := mustClaim(t, b, g.Lease, tick("j", pastSlot(time.Second, time.Second), sk("hs"))); o[0] != onetick.Claimed {
 				t.Fatalf("claim: %v", o)
 			}
 			terms, err := b.History(ctx, 10)
@@ -450,7 +450,7 @@ func testDamageHistory(t *testing.T, h Harness, _ onetick.Backend) {
 				t.Fatalf("release: %v", err)
 			}
 			// A stale holder's claim is still fenced.
-			if _, err := b.Claim(ctx, a, []onetick.Tick{tick("j", pastSlot(time.Second, time.Second), "hs")}); !errors.Is(err, onetick.ErrFenced) {
+			if _, err := b.Claim(ctx, a, []onetick.Tick{tick("j", pastSlot(time.Second, time.Second), sk("hs"))}); !errors.Is(err, onetick.ErrFenced) {
 				t.Fatalf("stale claim: %v, want ErrFenced", err)
 			}
 			found, err := b.Inspect(ctx, nil)

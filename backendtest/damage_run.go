@@ -37,7 +37,7 @@ func testDamageWhileRunning(t *testing.T, h Harness, _ onetick.Backend) {
 		// stops says which jobs the damage stops: "b" alone, or "all".
 		stops string
 	}{
-		{Damage{Kind: StreamWrongType, Stream: "run:b"}, "b"},
+		{Damage{Kind: StreamWrongType, Stream: sk("run:b")}, "b"},
 		{Damage{Kind: LastFieldGarbage, Job: "b"}, "b"},
 		{Damage{Kind: LastWrongType}, "all"},
 		{Damage{Kind: LastDeleted}, ""},
@@ -54,7 +54,7 @@ func testDamageWhileRunning(t *testing.T, h Harness, _ onetick.Backend) {
 			var jobs []onetick.Job
 			for _, n := range []string{"a", "b", "c"} {
 				jobs = append(jobs, onetick.Job{Name: n, Schedule: every(t, "@every 100ms"), Prefer: onetick.PreferDuplicate,
-					Stream: "run:" + n, MaxCatchup: 1000})
+					Stream: sk("run:" + n), MaxCatchup: 1000})
 			}
 			cfg := onetick.Config{Backend: b, Replica: "r1", Lease: fastLease, Sink: rec, Jobs: jobs}
 			r := startScheduler(t, cfg)
@@ -116,7 +116,7 @@ func testDamageWhileRunning(t *testing.T, h Harness, _ onetick.Backend) {
 			r.stop()
 			var epochs []onetick.Epoch
 			for _, j := range jobs {
-				recs := h.Stream(t, b, "run:"+j.Name)
+				recs := h.Stream(t, b, sk("run:"+j.Name))
 				slots := checkContiguous(t, recs, j.Name, step)
 				if slots[len(slots)-1] < fixed+3*step {
 					t.Fatalf("job %s stopped at %s", j.Name, slots[len(slots)-1])
@@ -155,7 +155,7 @@ func testClaimFuzzDamage(t *testing.T, h Harness, _ onetick.Backend) {
 func ClaimFuzz(t *testing.T, h Harness, b onetick.Backend, seed uint64, steps int) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	jobs := []string{"f0", "f1", "f2", "f3"}
-	streams := []string{"fz:0", "fz:1", "fz:2"}
+	streams := []string{sk("fz:0"), sk("fz:1"), sk("fz:2")}
 	streamOf := func(j string) string { return streams[int(j[1]-'0')%len(streams)] }
 	base := pastSlot(10*time.Minute, time.Minute)
 	cur := mustAcquire(t, b, "L0", time.Minute)

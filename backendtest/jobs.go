@@ -135,8 +135,8 @@ func testJobStoreAtRunTime(t *testing.T, h Harness, b onetick.Backend) {
 	ctx := ctxT(t)
 	rec := newRecorder()
 	r := startScheduler(t, onetick.Config{Backend: b, Replica: "r", Lease: fastLease, Sink: rec,
-		Source: storeSource{js: js, stream: "rt"},
-		Jobs:   []onetick.Job{{Name: "file", Schedule: every(t, "@every 100ms"), Stream: "rt"}}})
+		Source: storeSource{js: js, stream: sk("rt")},
+		Jobs:   []onetick.Job{{Name: "file", Schedule: every(t, "@every 100ms"), Stream: sk("rt")}}})
 	start := onetick.SlotOf(time.Now())
 	rec.waitSlot(t, "file", start+step)
 
@@ -162,7 +162,7 @@ func testJobStoreAtRunTime(t *testing.T, h Harness, b onetick.Backend) {
 	rec.waitSlot(t, "dyn", readded+step)
 	r.stop()
 	var gap []onetick.Slot
-	for _, x := range h.Stream(t, b, "rt") {
+	for _, x := range h.Stream(t, b, sk("rt")) {
 		if x.Job == "dyn" && x.Slot > removed+15*step && x.Slot < readded {
 			gap = append(gap, x.Slot)
 		}
@@ -170,5 +170,5 @@ func testJobStoreAtRunTime(t *testing.T, h Harness, b onetick.Backend) {
 	if len(gap) > 0 {
 		t.Fatalf("dyn fired %d slots while removed (first %s), or caught them up after being added again", len(gap), gap[0])
 	}
-	checkContiguous(t, h.Stream(t, b, "rt"), "file", step)
+	checkContiguous(t, h.Stream(t, b, sk("rt")), "file", step)
 }

@@ -20,9 +20,7 @@ import (
 // replicaOf starts a replica of primary and waits until it is in sync.
 func replicaOf(t *testing.T, primary *redistest.Server) *redistest.Server {
 	t.Helper()
-	r := redistest.Start(t, func(a *[]string) {
-		*a = append(*a, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port), "--repl-diskless-sync-delay", "0")
-	})
+	r := redistest.Start(t, redistest.Args("--replicaof", "127.0.0.1", strconv.Itoa(primary.Port), "--repl-diskless-sync-delay", "0"))
 	pc := primary.Client()
 	defer pc.Close()
 	// Replication state is only visible by asking (no notification).
