@@ -89,7 +89,7 @@ type Backend struct {
 
 	mu       sync.Mutex
 	watchers map[chan struct{}]struct{}
-	appended chan struct{}             // closed (and replaced) when this process appends
+	appended chan struct{}                         // closed (and replaced) when this process appends
 	released map[string]map[chan struct{}]struct{} // group -> listeners
 	sweepAt  time.Time
 	wsweepAt map[string]time.Time
@@ -137,7 +137,7 @@ func Open(path string, opts Options) (*Backend, error) {
 		return nil, err
 	}
 	if !ok {
-		if err := create(path, opts); err != nil {
+		if err := create(path, opts, schemaVersion); err != nil {
 			return nil, err
 		}
 	}
@@ -186,7 +186,7 @@ func dsn(path, mode string, opts Options) string {
 // then linked into place, so that a file at path is always a complete
 // store (an empty or half-made one can only be damage) and two processes
 // creating it at once end up sharing one.
-func create(path string, opts Options) error {
+func create(path string, opts Options, version int) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fileErr(path, ErrUnreadable, err, "cannot create its directory")
@@ -208,7 +208,7 @@ func create(path string, opts Options) error {
 		if _, err := db.ExecContext(ctx, "PRAGMA journal_mode = WAL"); err != nil {
 			return err
 		}
-		return migrateDB(ctx, db, 0)
+		return migrateDB(ctx, db, 0, version)
 	}()
 	if cerr := db.Close(); err == nil {
 		err = cerr
@@ -257,7 +257,8 @@ func (b *Backend) verify() error {
 		return b.openErr(err)
 	}
 	if len(problems) > 0 {
-		return fileErr(b.path, ErrCorrupt, nil, "SQLite's integrity check fails: %s", strings.Join(problems, "; "))
+		return fileErr(b.path, ErrCorrupt, nil, "SQLite's integrity check fails (restore it from a backup or move it aside; onetick does not start fresh over it): %s",
+			strings.Join(problems, "; "))
 	}
 	var app int64
 	if err := b.db.QueryRowContext(ctx, "PRAGMA application_id").Scan(&app); err != nil {
@@ -276,7 +277,7 @@ func (b *Backend) openErr(err error) error {
 	if errors.As(err, &e) {
 		switch e.Code() & 0xff {
 		case sqlite3.SQLITE_CORRUPT:
-			return fileErr(b.path, ErrCorrupt, err, "SQLite cannot read it")
+			return fileErr(b.path, ErrCorrupt, err, "SQLite cannot read it; restore it from a backup or move it aside (onetick does not start fresh over it)")
 		case sqlite3.SQLITE_NOTADB:
 			return fileErr(b.path, ErrNotStore, err, "SQLite does not recognise it")
 		}
@@ -286,7 +287,7 @@ func (b *Backend) openErr(err error) error {
 
 // migrate brings the file to this build's schema.
 func (b *Backend) migrate() error {
-	err := migrateDB(context.Background(), b.db, -1)
+	err := migrateDB(context.Background(), b.db, -1, schemaVersion)
 	var fe *FileError
 	if errors.As(err, &fe) {
 		fe.Path = b.path
@@ -298,11 +299,11 @@ func (b *Backend) migrate() error {
 	return nil
 }
 
-// migrateDB applies the migrations after the file's version in one
-// immediate transaction, which holds SQLite's write lock: two processes
-// opening an old file at once migrate it once. expect >= 0 asserts the
-// version found (a fresh file: 0).
-func migrateDB(ctx context.Context, db *sql.DB, expect int) error {
+// migrateDB applies the migrations from the file's version up to target
+// in one immediate transaction, which holds SQLite's write lock: two
+// processes opening an old file at once migrate it once. expect >= 0
+// asserts the version found (a fresh file: 0).
+func migrateDB(ctx context.Context, db *sql.DB, expect, target int) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -319,15 +320,15 @@ func migrateDB(ctx context.Context, db *sql.DB, expect int) error {
 		return &FileError{Kind: ErrNewerSchema, Detail: fmt.Sprintf(
 			"written by a newer onetick (schema version %d; this build knows versions up to %d): upgrade onetick, or restore a file of this version", v, schemaVersion)}
 	}
-	if v == schemaVersion {
+	if v >= target {
 		return nil
 	}
-	for i := v; i < schemaVersion; i++ {
+	for i := v; i < target; i++ {
 		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
 			return fmt.Errorf("migration %d: %w", i+1, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", target)); err != nil {
 		return err
 	}
 	return tx.Commit()

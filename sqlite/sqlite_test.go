@@ -93,7 +93,10 @@ func damage(t *testing.T, ob onetick.Backend, d backendtest.Damage) bool {
 	return true
 }
 
-func TestConformance(t *testing.T) { backendtest.Exercise(t, harness()) }
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	backendtest.Exercise(t, harness())
+}
 
 // FuzzClaim drives the claim path with random batches, retries and
 // superseded leaders (backendtest.ClaimFuzz) from the fuzzer's seed.

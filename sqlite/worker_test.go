@@ -34,6 +34,8 @@ func init() {
 // fleet in other processes that open the same file (and are killed with
 // SIGKILL by the suite).
 func TestWorkerConformance(t *testing.T) {
+	// Mostly waiting on the suite's timers: it runs beside the others.
+	t.Parallel()
 	workertest.Exercise(t, workertest.Harness{New: func(t *testing.T) workertest.Env {
 		path := filepath.Join(t.TempDir(), "onetick.db")
 		openB := func(t *testing.T) *sqlite.Backend {
