@@ -220,3 +220,17 @@ func write(t *testing.T, path string, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestFileIsPrivate: payloads may be private, so the store is readable by
+// its owner only.
+func TestFileIsPrivate(t *testing.T) {
+	t.Parallel()
+	_, path := open(t)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := fi.Mode().Perm(); m != 0o600 {
+		t.Fatalf("mode %v, want 0600", m)
+	}
+}

@@ -95,7 +95,6 @@ type Backend struct {
 	wsweepAt map[string]time.Time
 	rot      map[string]int // per group: fetch rotation
 
-	dataVersion atomic.Int64 // PRAGMA data_version last seen by a poll
 }
 
 var _ onetick.Backend = (*Backend)(nil)
@@ -216,9 +215,14 @@ func create(path string, opts Options, version int) error {
 	if err != nil {
 		return fileErr(path, ErrUnreadable, err, "cannot create")
 	}
+	// Payloads may be private: the file (and the log and index files
+	// SQLite makes beside it, which copy its mode) is the owner's alone.
 	f, err := os.OpenFile(tmp, os.O_RDWR, 0)
 	if err == nil {
-		err = f.Sync()
+		err = f.Chmod(0o600)
+		if err == nil {
+			err = f.Sync()
+		}
 		_ = f.Close()
 	}
 	if err != nil {

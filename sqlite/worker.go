@@ -79,7 +79,7 @@ func (s *WorkerStore) Fetch(ctx context.Context, consumer string, streams []stri
 		if err != nil || len(out) > 0 {
 			return out, err
 		}
-		b.noteDataVersion(ctx)
+		seen := b.dataVersion(ctx)
 		if timer == nil {
 			t := b.opts.Clock.NewTimer(block)
 			defer t.Stop()
@@ -98,7 +98,7 @@ func (s *WorkerStore) Fetch(ctx context.Context, consumer string, streams []stri
 			case <-wake:
 				break wait
 			case <-poll.Chan():
-				if b.changedElsewhere(ctx) {
+				if v := b.dataVersion(ctx); v != seen || v < 0 {
 					break wait
 				}
 			}
@@ -107,24 +107,16 @@ func (s *WorkerStore) Fetch(ctx context.Context, consumer string, streams []stri
 	}
 }
 
-// noteDataVersion remembers the file's data version, so that a later
-// changedElsewhere sees commits made by other processes after now.
-func (b *Backend) noteDataVersion(ctx context.Context) {
-	var v int64
-	if b.db.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v) == nil {
-		b.dataVersion.Store(v)
-	}
-}
-
-// changedElsewhere reports whether another connection (another process)
-// committed to the file since the last noteDataVersion. It reads SQLite's
-// data version, which takes no lock.
-func (b *Backend) changedElsewhere(ctx context.Context) bool {
+// dataVersion is SQLite's data version of the file as this Backend's
+// connection sees it: it changes when another connection (another
+// process) commits, and reading it takes no lock. -1 when it cannot be
+// read: the caller then looks at the file anyway.
+func (b *Backend) dataVersion(ctx context.Context) int64 {
 	var v int64
 	if b.db.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v) != nil {
-		return true // let the caller look
+		return -1
 	}
-	return b.dataVersion.Swap(v) != v
+	return v
 }
 
 func (s *WorkerStore) takeNew(ctx context.Context, consumer string, streams []string, max int) ([]*worker.Delivery, error) {
