@@ -524,7 +524,7 @@ func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.F
 			}
 		}
 		if released {
-			o.after = append(o.after, s.notifyReleased)
+			o.after = append(o.after, func() { s.b.notify(s.listeners()) })
 		}
 		return nil
 	})
@@ -591,49 +591,21 @@ func (s *WorkerStore) appendEntry(o *op, d worker.Delivery, attempt int) error {
 		attempt, s.group)
 }
 
-func (s *WorkerStore) notifyReleased() {
-	b := s.b
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for ch := range b.released[s.group] {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+// listeners returns the group's set of Released channels.
+func (s *WorkerStore) listeners() map[chan struct{}]struct{} {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	set := s.b.released[s.group]
+	if set == nil {
+		set = map[chan struct{}]struct{}{}
+		s.b.released[s.group] = set
 	}
+	return set
 }
 
 // Released implements worker.Store. It is told of markers released
 // through this process; a worker waiting on a marker released by another
 // process on the file finds it free on its timer.
 func (s *WorkerStore) Released(ctx context.Context) <-chan struct{} {
-	b := s.b
-	in := make(chan struct{}, 1)
-	out := make(chan struct{}, 1)
-	b.mu.Lock()
-	if b.released[s.group] == nil {
-		b.released[s.group] = map[chan struct{}]struct{}{}
-	}
-	b.released[s.group][in] = struct{}{}
-	b.mu.Unlock()
-	go func() {
-		defer close(out)
-		defer func() {
-			b.mu.Lock()
-			delete(b.released[s.group], in)
-			b.mu.Unlock()
-		}()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-in:
-				select {
-				case out <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
-	return out
+	return s.b.relay(ctx, s.listeners())
 }
