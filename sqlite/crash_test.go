@@ -21,6 +21,7 @@ import (
 // (each job's stream holds every slot from the first to its last-fired
 // slot exactly once, each with its tick record).
 func TestKillMidClaim(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "onetick.db")
 	logPath := filepath.Join(dir, "claimed.log")

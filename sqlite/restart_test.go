@@ -118,6 +118,7 @@ func TestStateSurvivesRestart(t *testing.T) {
 // it missed when it prefers duplicates, and counts them as missed when it
 // prefers missed; no slot fires twice across the restart.
 func TestRestartCatchesUp(t *testing.T) {
+	t.Parallel()
 	_, path := open(t)
 	every, err := cron.Parse("@every 100ms", nil)
 	if err != nil {
