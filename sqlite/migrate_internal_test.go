@@ -1,9 +1,12 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +39,8 @@ func TestMigratesOlderFile(t *testing.T) {
 	}
 	_ = db.Close()
 
+	var logs lockedBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	var wg sync.WaitGroup
 	bs := make([]*Backend, 2)
 	errs := make([]error, 2)
@@ -43,7 +48,7 @@ func TestMigratesOlderFile(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			bs[i], errs[i] = Open(path, Options{})
+			bs[i], errs[i] = Open(path, Options{Logger: logger})
 		}()
 	}
 	wg.Wait()
@@ -52,6 +57,9 @@ func TestMigratesOlderFile(t *testing.T) {
 			t.Fatalf("open %d: %v", i, err)
 		}
 		defer bs[i].Close()
+	}
+	if n := strings.Count(logs.String(), "migrated the store's schema"); n != 1 || !strings.Contains(logs.String(), "from=1 to=2") {
+		t.Fatalf("two opens logged %d migrations, want 1 from 1 to 2:\n%s", n, logs.String())
 	}
 	ctx := context.Background()
 	if err := bs[0].db.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != schemaVersion {
@@ -91,4 +99,21 @@ func TestMigrationsAreNumbered(t *testing.T) {
 	if len(names) != schemaVersion {
 		t.Fatalf("%d migrations, schema version %d", len(names), schemaVersion)
 	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

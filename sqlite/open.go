@@ -207,7 +207,8 @@ func create(path string, opts Options, version int) error {
 		if _, err := db.ExecContext(ctx, "PRAGMA journal_mode = WAL"); err != nil {
 			return err
 		}
-		return migrateDB(ctx, db, 0, version)
+		_, err := migrateDB(ctx, db, 0, version)
+		return err
 	}()
 	if cerr := db.Close(); err == nil {
 		err = cerr
@@ -291,7 +292,7 @@ func (b *Backend) openErr(err error) error {
 
 // migrate brings the file to this build's schema.
 func (b *Backend) migrate() error {
-	err := migrateDB(context.Background(), b.db, -1, schemaVersion)
+	from, err := migrateDB(context.Background(), b.db, -1, schemaVersion)
 	var fe *FileError
 	if errors.As(err, &fe) {
 		fe.Path = b.path
@@ -300,42 +301,46 @@ func (b *Backend) migrate() error {
 	if err != nil {
 		return b.openErr(err)
 	}
+	if from < schemaVersion {
+		b.opts.Logger.Info("migrated the store's schema", "file", b.path, "from", from, "to", schemaVersion)
+	}
 	return nil
 }
 
 // migrateDB applies the migrations from the file's version up to target
 // in one immediate transaction, which holds SQLite's write lock: two
 // processes opening an old file at once migrate it once. expect >= 0
-// asserts the version found (a fresh file: 0).
-func migrateDB(ctx context.Context, db *sql.DB, expect, target int) error {
+// asserts the version found (a fresh file: 0). It returns the version
+// found.
+func migrateDB(ctx context.Context, db *sql.DB, expect, target int) (int, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer func() { _ = tx.Rollback() }()
 	var v int
 	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return err
+		return 0, err
 	}
 	if expect >= 0 && v != expect {
-		return fmt.Errorf("schema version %d, want %d", v, expect)
+		return v, fmt.Errorf("schema version %d, want %d", v, expect)
 	}
 	if v > schemaVersion {
-		return &FileError{Kind: ErrNewerSchema, Detail: fmt.Sprintf(
+		return v, &FileError{Kind: ErrNewerSchema, Detail: fmt.Sprintf(
 			"written by a newer onetick (schema version %d; this build knows versions up to %d): upgrade onetick, or restore a file of this version", v, schemaVersion)}
 	}
 	if v >= target {
-		return nil
+		return v, nil
 	}
 	for i := v; i < target; i++ {
 		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
-			return fmt.Errorf("migration %d: %w", i+1, err)
+			return v, fmt.Errorf("migration %d: %w", i+1, err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", target)); err != nil {
-		return err
+		return v, err
 	}
-	return tx.Commit()
+	return v, tx.Commit()
 }
 
 // Path returns the store's file.
