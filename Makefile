@@ -38,6 +38,7 @@ fuzz:
 	$(GO) test -run xxx -fuzz FuzzParse -fuzztime 60s ./config/
 	$(GO) test -run xxx -fuzz FuzzClaimDamage -fuzztime 60s ./memory/
 	$(GO) test -run xxx -fuzz FuzzClaimDamage -fuzztime 60s ./redis/
+	$(GO) test -run xxx -fuzz FuzzClaim -fuzztime 60s ./sqlite/
 	$(GO) test -run xxx -fuzz FuzzParseSecret -fuzztime 30s ./executor/webhook/
 	$(GO) test -run xxx -fuzz FuzzVerify -fuzztime 30s ./executor/webhook/
 	$(GO) test -run xxx -fuzz FuzzParseRetryAfter -fuzztime 30s ./executor/

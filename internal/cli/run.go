@@ -23,6 +23,7 @@ import (
 	"github.com/onetick/onetick/config"
 	"github.com/onetick/onetick/memory"
 	otredis "github.com/onetick/onetick/redis"
+	"github.com/onetick/onetick/sqlite"
 	"github.com/onetick/onetick/worker"
 )
 
@@ -52,10 +53,14 @@ func applyRedisOverride(f *config.File, flagURL string, env Env) error {
 	return nil
 }
 
-// openBackend opens the configured backend (the embedded one without a
-// Redis section) and checks that it answers.
-func openBackend(ctx context.Context, f *config.File) (onetick.Backend, error) {
+// openBackend opens the configured backend and checks that it answers.
+// Without a Redis section it is the embedded one: the durable file store
+// at data when data is set, else the in-process store.
+func openBackend(ctx context.Context, f *config.File, data string) (onetick.Backend, error) {
 	if f.Backend.Redis == nil {
+		if data != "" {
+			return sqlite.Open(data, sqlite.Options{})
+		}
 		return memory.New(memory.Options{}), nil
 	}
 	client, err := f.RedisClient("onetick")
@@ -127,6 +132,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	redisURL := fs.String("redis", "", "Redis URL, overrides backend.redis.url and ONETICK_REDIS_URL")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	role := fs.String("role", "", "both (schedule when leading, and work), scheduler or worker; overrides role in the file")
+	data := fs.String("data", "", "keep the embedded backend's state in this file (SQLite), so that it survives a restart")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -160,6 +166,9 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	default:
 		return badInput("--role: must be both, scheduler or worker, got %q", *role)
 	}
+	if *data != "" && f.Backend.Redis != nil {
+		return badInput("--data: the file store is the embedded backend, and this configuration uses Redis")
+	}
 	if f.Backend.Redis == nil && f.Role != config.RoleBoth {
 		return badInput("--role %s: the embedded backend lives inside its one replica, which must both schedule and work", f.Role)
 	}
@@ -174,15 +183,20 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	log = log.With("replica", *replica)
 
 	var sink onetick.Sink
-	b, err := openBackend(ctx, f)
+	b, err := openBackend(ctx, f, *data)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	if f.Backend.Redis == nil {
+	switch {
+	case f.Backend.Redis == nil && *data != "":
+		log.Info("using the durable file store: one host, state survives a restart; ticks go to standard output as JSON lines",
+			"file", b.(*sqlite.Backend).Path())
+		sink = &stdoutSink{w: env.Stdout}
+	case f.Backend.Redis == nil:
 		log.Warn("using the embedded in-process backend: one replica, no high availability; ticks go to standard output as JSON lines")
 		sink = &stdoutSink{w: env.Stdout}
-	} else {
+	default:
 		log.Info("using Redis", "store", describeStore(ctx, f, b), "prefix", f.Backend.Redis.Prefix)
 	}
 

@@ -42,7 +42,7 @@ func (sf storeFlags) open(ctx context.Context, name string, pos []string, env En
 	if err != nil {
 		return nil, nil, nil, usageError{err}
 	}
-	b, err := openBackend(ctx, f)
+	b, err := openBackend(ctx, f, "")
 	if err != nil {
 		return nil, nil, nil, err
 	}

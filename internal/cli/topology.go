@@ -10,6 +10,7 @@ import (
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
 	otredis "github.com/onetick/onetick/redis"
+	"github.com/onetick/onetick/sqlite"
 )
 
 // describeStore says which store a replica uses and, for Sentinel and
@@ -17,6 +18,9 @@ import (
 func describeStore(ctx context.Context, f *config.File, b onetick.Backend) string {
 	r := f.Backend.Redis
 	if r == nil {
+		if sb, ok := b.(*sqlite.Backend); ok {
+			return "embedded (file " + sb.Path() + ")"
+		}
 		return "embedded (in-process)"
 	}
 	durability := ""

@@ -13,6 +13,7 @@ import (
 	"github.com/onetick/onetick/config"
 	"github.com/onetick/onetick/executor"
 	"github.com/onetick/onetick/memory"
+	"github.com/onetick/onetick/sqlite"
 	"github.com/onetick/onetick/worker"
 )
 
@@ -29,6 +30,8 @@ func workStoreOf(b onetick.Backend, group string) (workStore, error) {
 	case ownedRedis:
 		return x.Backend.WorkerStore(group), nil
 	case *memory.Backend:
+		return x.WorkerStore(group), nil
+	case *sqlite.Backend:
 		return x.WorkerStore(group), nil
 	}
 	return nil, fmt.Errorf("the %T backend has no worker store", b)
