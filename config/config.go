@@ -55,6 +55,20 @@ type File struct {
 // is used.
 type Backend struct {
 	Redis *Redis `yaml:"redis"`
+	// File is the durable embedded store (the default when no backend is
+	// configured): one SQLite file on this host.
+	File *FileStore `yaml:"file"`
+	// Memory selects the in-process store: state lost on exit (tests,
+	// demos).
+	Memory bool `yaml:"memory"`
+}
+
+// FileStore configures the durable embedded store.
+type FileStore struct {
+	// Path of the file; default $STATE_DIRECTORY/onetick.db, else
+	// $XDG_STATE_HOME/onetick/onetick.db, else
+	// ~/.local/state/onetick/onetick.db.
+	Path string `yaml:"path"`
 }
 
 // Redis configures the Redis backend.

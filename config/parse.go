@@ -593,7 +593,36 @@ func (p *parser) backend(e entry) string {
 	if m == nil || !ok {
 		return DefaultPrefix
 	}
-	sec := p.fields(p.entries(m, "backend"), "backend", "backend", "redis")
+	sec := p.fields(p.entries(m, "backend"), "backend", "backend", "redis", "file", "memory")
+	if x, ok := sec["file"]; ok && !isNull(x.val) {
+		fm, ok := p.mapping(x.val, x.line, "backend.file")
+		if ok {
+			p.f.Backend.File = &FileStore{}
+			if fm != nil {
+				f := p.fields(p.entries(fm, "backend.file"), "backend.file", "backend.file", "path")
+				if pe, ok := f["path"]; ok {
+					p.f.Backend.File.Path, _ = p.str(pe, "backend.file.path")
+				}
+			}
+		}
+	}
+	if x, ok := sec["memory"]; ok && !isNull(x.val) {
+		if fm, ok := p.mapping(x.val, x.line, "backend.memory"); ok {
+			if fm != nil {
+				p.fields(p.entries(fm, "backend.memory"), "backend.memory", "backend.memory")
+			}
+			p.f.Backend.Memory = true
+		}
+	}
+	n := 0
+	for _, k := range []string{"redis", "file", "memory"} {
+		if _, ok := sec[k]; ok {
+			n++
+		}
+	}
+	if n > 1 {
+		p.errorf(e.line, "backend", "give one of redis, file and memory")
+	}
 	if r, ok := sec["redis"]; ok {
 		return p.redis(r)
 	}

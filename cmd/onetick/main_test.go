@@ -228,6 +228,9 @@ type lineBuf struct {
 func startProc(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"run", "--replica", name, "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)...)
+	// The embedded file store's default path: one per process, never the
+	// user's own.
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir())
 	stderr, _ := cmd.StderrPipe()
 	stdout, _ := cmd.StdoutPipe()
 	p := &proc{t: t, name: name, cmd: cmd, addr: make(chan string, 1), wake: make(chan struct{}, 1),

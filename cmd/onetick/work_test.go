@@ -185,3 +185,28 @@ func TestRunEmbeddedCommandJob(t *testing.T) {
 		t.Fatalf("lines %q", ls)
 	}
 }
+
+// TestFileStoreCommands: with the default durable file store, the
+// operator's commands work from another process while the daemon runs.
+func TestFileStoreCommands(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "state.db")
+	cfg := writeFile(t, "file.yaml", "jobs:\n  - {name: solo, schedule: \"@every 1s\"}\n")
+	p := startProc(t, "solo", "--config", cfg, "--data", data)
+	<-p.addr
+	p.waitEvent("became leader", 0, 10*time.Second)
+	out, stderr, code := runCmd(t, nil, "status", "--config", cfg, "--data", data)
+	if code != 0 || !strings.Contains(out, "leader: solo") || !strings.Contains(out, "store: embedded (file "+data+")") {
+		t.Fatalf("status: %d\n%s%s", code, out, stderr)
+	}
+	if out, stderr, code := runCmd(t, nil, "pause", "solo", "--reason", "maintenance", "--config", cfg, "--data", data); code != 0 {
+		t.Fatalf("pause: %d %s %s", code, out, stderr)
+	}
+	out, _, code = runCmd(t, nil, "jobs", "--config", cfg, "--data", data)
+	if code != 0 || !strings.Contains(out, "paused since") {
+		t.Fatalf("jobs: %d\n%s", code, out)
+	}
+	_, stderr, code = runCmd(t, nil, "status", "--config", cfg, "--data", filepath.Join(t.TempDir(), "nope.db"))
+	if code != 1 || !strings.Contains(stderr, "no onetick state at") {
+		t.Fatalf("status of a missing file: %d %s", code, stderr)
+	}
+}

@@ -126,7 +126,7 @@ func cmdJobSets(ctx context.Context, sub string, args []string, env Env) error {
 	defer b.Close()
 	js, ok := b.(onetick.JobStore)
 	if !ok {
-		return fmt.Errorf("the %s backend keeps no jobs defined at run time", f.Backend.Redis.Topology())
+		return fmt.Errorf("the backend of %s keeps no jobs defined at run time", f.Path)
 	}
 	var d onetick.JobsDiff
 	if sub == "rm" {

@@ -53,13 +53,40 @@ func applyRedisOverride(f *config.File, flagURL string, env Env) error {
 	return nil
 }
 
+// embedded says which embedded store a configuration without Redis uses:
+// the in-process one (--memory, backend.memory) or the durable file at
+// --data, backend.file.path or the default path.
+func embedded(f *config.File, data string, inMemory bool, env Env) (path string, mem bool, err error) {
+	if inMemory || f.Backend.Memory {
+		if data != "" {
+			return "", false, badInput("--data and the in-process store (--memory, backend.memory) exclude each other")
+		}
+		return "", true, nil
+	}
+	switch {
+	case data != "":
+		return data, false, nil
+	case f.Backend.File != nil && f.Backend.File.Path != "":
+		return f.Backend.File.Path, false, nil
+	}
+	p, err := sqlite.DefaultPath(env.Getenv)
+	if err != nil {
+		return "", false, badInput("%v", err)
+	}
+	return p, false, nil
+}
+
 // openBackend opens the configured backend and checks that it answers.
 // Without a Redis section it is the embedded one: the durable file store
-// at data when data is set, else the in-process store.
-func openBackend(ctx context.Context, f *config.File, data string) (onetick.Backend, error) {
+// at path, or the in-process store when path is "".
+func openBackend(ctx context.Context, f *config.File, path string) (onetick.Backend, error) {
 	if f.Backend.Redis == nil {
-		if data != "" {
-			return sqlite.Open(data, sqlite.Options{})
+		if path != "" {
+			b, err := sqlite.Open(path, sqlite.Options{})
+			if err != nil {
+				return nil, err
+			}
+			return b, nil
 		}
 		return memory.New(memory.Options{}), nil
 	}
@@ -132,7 +159,8 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	redisURL := fs.String("redis", "", "Redis URL, overrides backend.redis.url and ONETICK_REDIS_URL")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	role := fs.String("role", "", "both (schedule when leading, and work), scheduler or worker; overrides role in the file")
-	data := fs.String("data", "", "keep the embedded backend's state in this file (SQLite), so that it survives a restart")
+	data := fs.String("data", "", "the embedded backend's state file (default: backend.file.path, else $STATE_DIRECTORY/onetick.db, $XDG_STATE_HOME/onetick/onetick.db or ~/.local/state/onetick/onetick.db)")
+	inMemory := fs.Bool("memory", false, "keep the embedded backend's state in memory only (lost on exit; for tests and demos)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -166,11 +194,19 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	default:
 		return badInput("--role: must be both, scheduler or worker, got %q", *role)
 	}
-	if *data != "" && f.Backend.Redis != nil {
-		return badInput("--data: the file store is the embedded backend, and this configuration uses Redis")
+	if (*data != "" || *inMemory) && f.Backend.Redis != nil {
+		return badInput("--data and --memory choose the embedded backend, and this configuration uses Redis")
 	}
-	if f.Backend.Redis == nil && f.Role != config.RoleBoth {
-		return badInput("--role %s: the embedded backend lives inside its one replica, which must both schedule and work", f.Role)
+	statePath := ""
+	if f.Backend.Redis == nil {
+		p, mem, err := embedded(f, *data, *inMemory, env)
+		if err != nil {
+			return err
+		}
+		statePath = p
+		if mem && f.Role != config.RoleBoth {
+			return badInput("--role %s: the in-process store lives inside its one replica, which must both schedule and work", f.Role)
+		}
 	}
 	jobs, err := f.OneTickJobs()
 	if err != nil {
@@ -183,18 +219,18 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	log = log.With("replica", *replica)
 
 	var sink onetick.Sink
-	b, err := openBackend(ctx, f, *data)
+	b, err := openBackend(ctx, f, statePath)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
 	switch {
-	case f.Backend.Redis == nil && *data != "":
+	case f.Backend.Redis == nil && statePath != "":
 		log.Info("using the durable file store: one host, state survives a restart; ticks go to standard output as JSON lines",
 			"file", b.(*sqlite.Backend).Path())
 		sink = &stdoutSink{w: env.Stdout}
 	case f.Backend.Redis == nil:
-		log.Warn("using the embedded in-process backend: one replica, no high availability; ticks go to standard output as JSON lines")
+		log.Warn("using the in-process store (--memory): state is lost on exit; ticks go to standard output as JSON lines")
 		sink = &stdoutSink{w: env.Stdout}
 	default:
 		log.Info("using Redis", "store", describeStore(ctx, f, b), "prefix", f.Backend.Redis.Prefix)

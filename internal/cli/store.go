@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"flag"
+	"fmt"
+	"os"
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
@@ -11,13 +13,14 @@ import (
 // storeFlags are the flags of the commands that work on the shared store
 // from outside a replica (status, repair).
 type storeFlags struct {
-	path, redisURL *string
+	path, redisURL, data *string
 }
 
 func addStoreFlags(fs *flag.FlagSet) storeFlags {
 	return storeFlags{
 		path:     fs.String("config", "", "configuration file"),
 		redisURL: fs.String("redis", "", "Redis URL, overrides backend.redis.url and ONETICK_REDIS_URL"),
+		data:     fs.String("data", "", "the file store's state file, for a configuration without Redis (default as for run)"),
 	}
 }
 
@@ -35,14 +38,27 @@ func (sf storeFlags) open(ctx context.Context, name string, pos []string, env En
 	if err := applyRedisOverride(f, *sf.redisURL, env); err != nil {
 		return nil, nil, nil, err
 	}
+	path := ""
 	if f.Backend.Redis == nil {
-		return nil, nil, nil, badInput("%s: %s has no shared backend (backend.redis): the embedded backend lives inside its one replica; ask it at http://%s/status", name, f.Path, f.HTTP.Listen)
+		p, mem, err := embedded(f, *sf.data, false, env)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if mem {
+			return nil, nil, nil, badInput("%s: %s keeps its state in memory (backend.memory): it lives inside its one replica; ask it at http://%s/status", name, f.Path, f.HTTP.Listen)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: no onetick state at %s (%v): start `onetick run` first, or give --data", name, p, err)
+		}
+		path = p
+	} else if *sf.data != "" {
+		return nil, nil, nil, badInput("--data is for the file store, and %s uses Redis", f.Path)
 	}
 	jobs, err := f.OneTickJobs()
 	if err != nil {
 		return nil, nil, nil, usageError{err}
 	}
-	b, err := openBackend(ctx, f, "")
+	b, err := openBackend(ctx, f, path)
 	if err != nil {
 		return nil, nil, nil, err
 	}
