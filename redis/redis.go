@@ -11,11 +11,15 @@
 //	                     minutes): a hash, tick id -> claiming term, first
 //	                     writer wins, expiring after the ticks' retention
 //	<prefix>:released    pub/sub channel: a lease was released
+//	<prefix>:paused, :control, :controls, :controls:version   the controls
+//	<prefix>:jobs, :jobset:<set>, :jobs:version               run-time jobs
+//	<prefix>:worker:<group>:...                               the workers
 //
 // Streams use the key each job names. Every multi-key operation is one Lua
-// script, so it is atomic on a single Redis server (with or without
-// replicas and Sentinel). Redis Cluster is not supported: the keys of one
-// claim live in different hash slots.
+// script that declares every key it touches, so it is atomic on one Redis
+// server (with or without replicas and Sentinel) and, when every key
+// shares the prefix's hash tag ("{onetick}"), on one node of a Redis
+// Cluster.
 //
 // What Redis does not give: a failover to a replica that had not yet
 // received the lease or a claim (replication is asynchronous) can hand the
