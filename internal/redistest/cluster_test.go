@@ -14,6 +14,7 @@ import (
 // script whose keys share a hash tag (and is refused one whose keys do
 // not), and keeps working across a coordinated failover of a primary.
 func TestCluster(t *testing.T) {
+	t.Parallel() // the Sentinels' and the cluster's timers, not the CPU, set the pace
 	checkStopped(t)
 	ctx := context.Background()
 	start := time.Now()
