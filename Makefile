@@ -49,9 +49,11 @@ bench: deps
 	$(GO) test -run xxx -bench . -benchmem ./...
 	cd bench && $(GO) run . 
 
-# The fault-injection verification suite (real processes, real redis-server).
+# The fault-injection verification suite (real processes, real redis-server),
+# then the Sentinel and Cluster failover measurements of the test harness.
 verify: deps
 	$(GO) test -tags verify -count=1 -timeout 25m -v ./verify/
+	$(GO) test -tags verify -count=1 -timeout 15m -v -run Verify ./internal/redistest/
 
 # The same with the long steady-state run.
 soak: deps

@@ -76,6 +76,7 @@ func StartCluster(tb testing.TB, o ClusterOptions) *Cluster {
 	}
 	nodeOpts = append(nodeOpts, o.NodeOptions...)
 	n := o.Primaries * (1 + o.ReplicasPerPrimary)
+	var servers []*Server
 	for i := 0; i < n; i++ {
 		cfg := config{cluster: true}
 		for _, opt := range nodeOpts {
@@ -85,10 +86,11 @@ func StartCluster(tb testing.TB, o ClusterOptions) *Cluster {
 			tb.Fatalf("redistest: TLS is not supported in a cluster")
 		}
 		s := newServer(tb, &cfg)
-		if err := s.startFresh(); err != nil {
-			tb.Fatalf("redistest: cluster node %d: %v", i, err)
-		}
+		servers = append(servers, s)
 		c.nodes = append(c.nodes, &ClusterNode{Server: s})
+	}
+	if err := startAll(servers); err != nil {
+		tb.Fatalf("redistest: cluster nodes: %v", err)
 	}
 	if err := c.form(); err != nil {
 		tb.Fatalf("redistest: cluster: %v", err)

@@ -14,6 +14,7 @@ import (
 // script whose keys share a hash tag (and is refused one whose keys do
 // not), and keeps working across a coordinated failover of a primary.
 func TestCluster(t *testing.T) {
+	t.Parallel() // the cluster's timers, not the CPU, set the pace
 	checkStopped(t)
 	ctx := context.Background()
 	start := time.Now()
@@ -99,4 +100,24 @@ func set(ss []string) map[string]bool {
 		m[s] = true
 	}
 	return m
+}
+
+// TestClusterAuth: with a password, the replica still follows its
+// primary, a client with the password works and one without is refused.
+func TestClusterAuth(t *testing.T) {
+	t.Parallel() // the cluster's timers, not the CPU, set the pace
+	checkStopped(t)
+	ctx := context.Background()
+	cl := StartCluster(t, ClusterOptions{Primaries: 1, ReplicasPerPrimary: 1, Password: "pw"})
+	if err := cl.Client().Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	o := cl.ClusterOptions()
+	o.Password = ""
+	o.MaxRedirects = -1
+	c := goredis.NewClusterClient(o)
+	defer c.Close()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+		t.Fatalf("without the password: %v, want NOAUTH", err)
+	}
 }

@@ -97,6 +97,7 @@ func TestClusterVerifyKillPrimaryDefaultReload(t *testing.T) {
 	run := startClusterRun(t, 0)
 	run.old.Kill()
 	run.promoted(t)
+	run.old.Restart()
 	run.finish(t)
 }
 

@@ -49,14 +49,21 @@ type Server struct {
 	log    []string
 }
 
-// live holds the pids of the processes this package started and has not
-// yet seen exit, so a test can prove that nothing outlives it.
-var live sync.Map // pid -> address
+// live holds the processes this package started and has not yet seen
+// exit, with the name of the test that started each, so a test can prove
+// that nothing it started outlives it.
+var live sync.Map // pid -> test name
 
-// livePids lists the processes started by this package that still run.
-func livePids() []int {
+// livePids lists the processes started by the test named (or one of its
+// subtests) that still run; "" lists all.
+func livePids(test string) []int {
 	var pids []int
-	live.Range(func(k, _ any) bool { pids = append(pids, k.(int)); return true })
+	live.Range(func(k, v any) bool {
+		if name := v.(string); test == "" || name == test || strings.HasPrefix(name, test+"/") {
+			pids = append(pids, k.(int))
+		}
+		return true
+	})
 	sort.Ints(pids)
 	return pids
 }
@@ -84,7 +91,7 @@ func (s *Server) launch() (wait func() error) {
 		return func() error { return err }
 	}
 	pid := cmd.Process.Pid
-	live.Store(pid, s.Addr())
+	live.Store(pid, s.tb.Name())
 	ready := make(chan struct{})
 	done := make(chan struct{})
 	var head strings.Builder // the log until ready, for the error below

@@ -10,6 +10,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/url"
 	"os/exec"
@@ -142,6 +143,25 @@ func (s *Server) startFresh() error {
 		}
 	}
 	return err
+}
+
+// startAll starts servers at once, each on a new free port; one whose
+// port was taken meanwhile starts again on another.
+func startAll(ss []*Server) error {
+	waits := make([]func() error, len(ss))
+	for i, s := range ss {
+		s.Port, s.BusPort = freePort(s.tb), 0
+		waits[i] = s.launch()
+	}
+	var errs []error
+	for i, wait := range waits {
+		if err := wait(); err != nil {
+			if err := ss[i].startFresh(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func freePort(tb testing.TB) int {

@@ -3,8 +3,12 @@ package redistest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,9 +32,16 @@ func TestStartRestartKill(t *testing.T) {
 	if v, err := c.Get(ctx, "k").Result(); err != nil || v != "v" {
 		t.Fatalf("after restart: %q, %v", v, err)
 	}
+	pid = srv.Pid()
 	srv.Kill()
 	if srv.Running() || srv.Pid() != 0 {
 		t.Fatal("killed server still reported running")
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("process %d after Kill: %v, want ESRCH", pid, err)
+	}
+	if pids := livePids(t.Name()); len(pids) > 0 {
+		t.Fatalf("still tracked as running: %v", pids)
 	}
 	if _, err := net.DialTimeout("tcp", srv.Addr(), time.Second); err == nil {
 		t.Fatal("killed server still accepts connections")
@@ -82,4 +93,53 @@ func containsLine(log, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestServerDiesWithTestBinary runs this test again in a child process,
+// which starts a server and exits without its cleanups (as a test binary
+// killed by a timeout would): the server must die with it.
+func TestServerDiesWithTestBinary(t *testing.T) {
+	if os.Getenv("REDISTEST_ORPHAN") == "1" {
+		srv := Start(t)
+		fmt.Println("pid", srv.Pid())
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestServerDiesWithTestBinary$")
+	cmd.Env = append(os.Environ(), "REDISTEST_ORPHAN=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	var pid int
+	for _, line := range strings.Split(string(out), "\n") {
+		if _, err := fmt.Sscanf(line, "pid %d", &pid); err == nil {
+			break
+		}
+	}
+	if pid == 0 {
+		t.Fatalf("child printed no pid:\n%s", out)
+	}
+	err = poll(10*time.Second, func(context.Context) error {
+		if alive(pid) {
+			return fmt.Errorf("redis-server %d of the exited child is alive", pid)
+		}
+		return nil
+	})
+	if err != nil {
+		// Leave nothing behind even when the test fails.
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatal(err)
+	}
+}
+
+// alive says whether a process exists and is not a zombie (a killed
+// orphan stays one until the machine's init reaps it).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	st := string(b)
+	f := strings.Fields(st[strings.LastIndexByte(st, ')')+1:])
+	return len(f) > 0 && f[0] != "Z"
 }

@@ -128,10 +128,15 @@ func StartSentinel(tb testing.TB, o SentinelOptions) *Sentinel {
 			c.conf = append(c.conf, "replicaof 127.0.0.1 "+strconv.Itoa(t.nodes[0].Port))
 		}
 		n := newServer(tb, &c)
-		if err := n.startFresh(); err != nil {
-			tb.Fatalf("redistest: data node %d: %v", i, err)
+		if i == 0 {
+			if err := n.startFresh(); err != nil {
+				tb.Fatalf("redistest: primary: %v", err)
+			}
 		}
 		t.nodes = append(t.nodes, n)
+	}
+	if err := startAll(t.nodes[1:]); err != nil {
+		tb.Fatalf("redistest: replicas: %v", err)
 	}
 	t.startSentinels()
 	// A Sentinel reconnects at most once per ping period (1 s), and the

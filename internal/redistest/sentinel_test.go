@@ -15,6 +15,7 @@ import (
 // SENTINEL FAILOVER moves the primary, and the client's writes go to the
 // new primary, which has the earlier ones.
 func TestSentinelFailover(t *testing.T) {
+	t.Parallel() // the Sentinels' timers, not the CPU, set the pace
 	checkStopped(t)
 	ctx := context.Background()
 	start := time.Now()
@@ -70,6 +71,7 @@ func TestSentinelFailover(t *testing.T) {
 // TestSentinelKillPrimary: after a kill -9 of the primary the Sentinels
 // promote a replica and the client follows.
 func TestSentinelKillPrimary(t *testing.T) {
+	t.Parallel() // the Sentinels' timers, not the CPU, set the pace
 	checkStopped(t)
 	topo := StartSentinel(t, SentinelOptions{})
 	old := topo.Primary()
@@ -94,6 +96,7 @@ func TestSentinelKillPrimary(t *testing.T) {
 // TestSentinelAuth: data nodes and Sentinels with passwords; the failover
 // client given both works, a client without them is refused.
 func TestSentinelAuth(t *testing.T) {
+	t.Parallel() // the Sentinels' timers, not the CPU, set the pace
 	checkStopped(t)
 	ctx := context.Background()
 	topo := StartSentinel(t, SentinelOptions{Replicas: 1, Password: "data-pw", SentinelPassword: "sentinel-pw"})
@@ -120,6 +123,7 @@ func TestSentinelAuth(t *testing.T) {
 // replicas stop acknowledging refuses writes, and takes them again once
 // they are back.
 func TestSentinelMinReplicas(t *testing.T) {
+	t.Parallel() // the Sentinels' timers, not the CPU, set the pace
 	checkStopped(t)
 	ctx := context.Background()
 	topo := StartSentinel(t, SentinelOptions{Replicas: 2, MinReplicasToWrite: 1, MinReplicasMaxLag: time.Second,
