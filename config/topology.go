@@ -144,6 +144,11 @@ func (f *File) RedisClient(name string) (goredis.UniversalClient, error) {
 	case r.Cluster != nil:
 		return goredis.NewClusterClient(&goredis.ClusterOptions{
 			Addrs: r.Cluster.Addrs, Username: r.Username, Password: r.Password, TLSConfig: tc, ClientName: name,
+			// go-redis reloads the slot map only this often (default 60s),
+			// and a refused connection to a dead primary does not make it
+			// reload sooner: with the default a failover left the client
+			// writing to the dead node for a minute.
+			ClusterStateReloadInterval: time.Second,
 		}), nil
 	}
 	o, err := f.RedisOptions()
