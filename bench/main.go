@@ -53,6 +53,7 @@ func main() {
 
 func run(only, cpuprofile string) error {
 	started := time.Now()
+	loadBefore := loadAvg()
 	ctx := context.Background()
 	srv, err := startRedis()
 	if err != nil {
@@ -91,6 +92,7 @@ func run(only, cpuprofile string) error {
 		started.UTC().Format("2006-01-02 15:04 UTC"), time.Since(started).Round(time.Second), map[bool]string{true: " (BENCH_QUICK: shortened, not for quoting)", false: ""}[quick])
 	fmt.Fprintf(&out, "Floor on this machine, 5 samples at whole seconds after 1 s idle: Go timer lateness p50 %s (max %s); first PING round trip after the idle p50 %s (max %s), the next one p50 %s. Every tick-delay figure below includes this wake-up cost.\n\n",
 		fmtDur(pct(floor.timer, 50)), fmtDur(pct(floor.timer, 100)), fmtDur(pct(floor.first, 50)), fmtDur(pct(floor.first, 100)), fmtDur(pct(floor.second, 50)))
+	fmt.Fprintf(&out, "Load average (1, 5, 15 min) of the machine at the start %s, at the end %s: other work on a shared machine shows here, and inflates every figure.\n\n", loadBefore, loadAvg())
 	out.WriteString(sched)
 	if workers != "" {
 		if sched != "" {
@@ -357,6 +359,19 @@ func gitRev() string {
 		rev += " with uncommitted changes"
 	}
 	return rev
+}
+
+// loadAvg is the machine's load average over 1, 5 and 15 minutes.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func cpuModel() string {
