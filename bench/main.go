@@ -16,6 +16,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,14 +36,24 @@ func progress(format string, args ...any) {
 }
 
 func main() {
-	if err := run(); err != nil {
+	only := flag.String("only", "", `run one part only: "schedulers" or "workers" (results in RESULTS-<part>.md)`)
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each worker-throughput run to `prefix`-<system>-c<concurrency>.pprof")
+	flag.Parse()
+	switch *only {
+	case "", "schedulers", "workers":
+	default:
+		fmt.Fprintf(os.Stderr, "bench: -only must be schedulers or workers, got %q\n", *only)
+		os.Exit(2)
+	}
+	if err := run(*only, *cpuprofile); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+func run(only, cpuprofile string) error {
 	started := time.Now()
+	loadBefore := loadAvg()
 	ctx := context.Background()
 	srv, err := startRedis()
 	if err != nil {
@@ -65,6 +76,48 @@ func run() error {
 	progress("timer and round-trip floor")
 	floor := measureFloor(ctx, adm)
 
+	var sched, workers string
+	if only != "workers" {
+		sched = e.schedulerSection(ctx, systems, started)
+	}
+	if only != "schedulers" {
+		workers = e.workersSection(ctx, cpuprofile)
+	}
+
+	// Output.
+	var out strings.Builder
+	fmt.Fprintf(&out, "# onetick side-by-side benchmark\n\n")
+	fmt.Fprintf(&out, "Machine: %s, runtime.NumCPU=%d, %s/%s, %s; redis-server %s (one server, all systems in turn, FLUSHALL between scenarios; every instance an in-process goroutine). onetick at %s. Run %s, %s in total%s.\n\n",
+		cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), adm.version(ctx), gitRev(),
+		started.UTC().Format("2006-01-02 15:04 UTC"), time.Since(started).Round(time.Second), map[bool]string{true: " (BENCH_QUICK: shortened, not for quoting)", false: ""}[quick])
+	fmt.Fprintf(&out, "Floor on this machine, 5 samples at whole seconds after 1 s idle: Go timer lateness p50 %s (max %s); first PING round trip after the idle p50 %s (max %s), the next one p50 %s. Every tick-delay figure below includes this wake-up cost.\n\n",
+		fmtDur(pct(floor.timer, 50)), fmtDur(pct(floor.timer, 100)), fmtDur(pct(floor.first, 50)), fmtDur(pct(floor.first, 100)), fmtDur(pct(floor.second, 50)))
+	fmt.Fprintf(&out, "Load average (1, 5, 15 min) of the machine at the start %s, at the end %s: other work on a shared machine shows here, and inflates every figure.\n\n", loadBefore, loadAvg())
+	out.WriteString(sched)
+	if workers != "" {
+		if sched != "" {
+			out.WriteString("\n")
+		}
+		out.WriteString(workers)
+	}
+	if s := e.ot.c.String(); s != "" {
+		fmt.Fprintf(&out, "\nonetick warnings and errors logged over the whole run (schedulers and workers): %s.\n", s)
+	}
+	file := "RESULTS.md"
+	if only != "" {
+		file = "RESULTS-" + only + ".md" // a partial run does not replace a full one
+	}
+	fmt.Print(out.String())
+	if err := os.WriteFile(file, []byte(out.String()), 0o644); err != nil {
+		return err
+	}
+	progress("done in %s; wrote %s", time.Since(started).Round(time.Second), file)
+	return nil
+}
+
+// schedulerSection runs the scheduler scenarios (onetick side by side with
+// asynq's Scheduler and gocron) and returns their table and notes.
+func (e *env) schedulerSection(ctx context.Context, systems []system, started time.Time) string {
 	t := &table{title: map[string]string{}}
 	for _, s := range systems {
 		t.cols = append(t.cols, s.key)
@@ -235,18 +288,7 @@ func run() error {
 			r.text(k, "not measured")
 		}
 	}
-	if s := e.ot.c.String(); s != "" {
-		note("onetick warnings and errors logged over the whole run: %s.", s)
-	}
-
-	// Output.
 	var out strings.Builder
-	fmt.Fprintf(&out, "# onetick side-by-side benchmark\n\n")
-	fmt.Fprintf(&out, "Machine: %s, runtime.NumCPU=%d, %s/%s, %s; redis-server %s (one server, all systems in turn, FLUSHALL between scenarios; every instance an in-process goroutine). onetick at %s. Run %s, %s in total%s.\n\n",
-		cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), adm.version(ctx), gitRev(),
-		started.UTC().Format("2006-01-02 15:04 UTC"), time.Since(started).Round(time.Second), map[bool]string{true: " (BENCH_QUICK: shortened, not for quoting)", false: ""}[quick])
-	fmt.Fprintf(&out, "Floor on this machine, 5 samples at whole seconds after 1 s idle: Go timer lateness p50 %s (max %s); first PING round trip after the idle p50 %s (max %s), the next one p50 %s. Every tick-delay figure below includes this wake-up cost.\n\n",
-		fmtDur(pct(floor.timer, 50)), fmtDur(pct(floor.timer, 100)), fmtDur(pct(floor.first, 50)), fmtDur(pct(floor.first, 100)), fmtDur(pct(floor.second, 50)))
 	fmt.Fprintf(&out, "Each baseline figure is followed by its ratio **baseline / onetick** in brackets (for two figures, one ratio each): above 1 the baseline's number is larger — worse for duplicates, delays, commands and round trips, better for throughput. ∞: onetick's figure is 0 and the baseline's is not; =: both 0.\n\n")
 	out.WriteString(t.markdown())
 	out.WriteString("\nNotes:\n\n")
@@ -260,12 +302,7 @@ func run() error {
 	for _, n := range append(base, notes...) {
 		out.WriteString("- " + n + "\n")
 	}
-	fmt.Print(out.String())
-	if err := os.WriteFile("RESULTS.md", []byte(out.String()), 0o644); err != nil {
-		return err
-	}
-	progress("done in %s; wrote RESULTS.md", time.Since(started).Round(time.Second))
-	return nil
+	return out.String()
 }
 
 type floorResult struct{ timer, first, second []time.Duration }
@@ -322,6 +359,19 @@ func gitRev() string {
 		rev += " with uncommitted changes"
 	}
 	return rev
+}
+
+// loadAvg is the machine's load average over 1, 5 and 15 minutes.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func cpuModel() string {
