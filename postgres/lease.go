@@ -81,7 +81,7 @@ func (b *Backend) Acquire(ctx context.Context, holder string, ttl time.Duration)
 		batch.Queue(b.q(`DELETE FROM {s}.terms WHERE epoch < (SELECT epoch FROM {s}.terms ORDER BY epoch DESC OFFSET $1 LIMIT 1)`),
 			b.opts.HistoryLen-1)
 		var bad int64
-		batch.Queue(b.q(`SELECT count(*) FROM {s}.terms WHERE NOT `+validTerm)).QueryRow(func(r pgx.Row) error { return r.Scan(&bad) })
+		batch.Queue(b.q(`SELECT count(*) FROM {s}.terms WHERE NOT ` + validTerm)).QueryRow(func(r pgx.Row) error { return r.Scan(&bad) })
 		batch.Queue(`SELECT pg_notify($1, 'acquired')`, b.channel(chanLease))
 		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			return err
