@@ -14,21 +14,21 @@ func damage(t *testing.T, b *postgres.Backend, d backendtest.Damage) bool {
 	t.Helper()
 	switch d.Kind {
 	case backendtest.LeaseGarbage:
-		exec(t, b, `INSERT INTO {s}.lease (holder, epoch, expires_at) VALUES ('', 0, clock_timestamp() + interval '1 hour')
+		execSQL(t, b, `INSERT INTO {s}.lease (holder, epoch, expires_at) VALUES ('', 0, clock_timestamp() + interval '1 hour')
 			ON CONFLICT (id) DO UPDATE SET holder = '', epoch = 0`)
 	case backendtest.EpochDeleted:
-		exec(t, b, `DELETE FROM {s}.election`)
+		execSQL(t, b, `DELETE FROM {s}.election`)
 	case backendtest.EpochRolledBack:
-		exec(t, b, `UPDATE {s}.election SET epoch = 1`)
+		execSQL(t, b, `UPDATE {s}.election SET epoch = 1`)
 	case backendtest.HistoryGarbageEntry:
-		exec(t, b, `INSERT INTO {s}.terms (epoch, holder, started_at, reason) VALUES (1, 'someone', clock_timestamp(), 'not a reason')
+		execSQL(t, b, `INSERT INTO {s}.terms (epoch, holder, started_at, reason) VALUES (1, 'someone', clock_timestamp(), 'not a reason')
 			ON CONFLICT (epoch) DO NOTHING`)
 	case backendtest.HistoryDeleted:
-		exec(t, b, `DELETE FROM {s}.terms`)
+		execSQL(t, b, `DELETE FROM {s}.terms`)
 	case backendtest.LastDeleted:
-		exec(t, b, `DELETE FROM {s}.last_fired`)
+		execSQL(t, b, `DELETE FROM {s}.last_fired`)
 	case backendtest.PausedFieldGarbage:
-		exec(t, b, `INSERT INTO {s}.pauses (job, since_ms, until_ms) VALUES ($1, 1000, 10)`, d.Job)
+		execSQL(t, b, `INSERT INTO {s}.pauses (job, since_ms, until_ms) VALUES ($1, 1000, 10)`, d.Job)
 	default:
 		return false
 	}
@@ -40,10 +40,10 @@ func fix(t *testing.T, b *postgres.Backend, d backendtest.Damage) {
 	t.Helper()
 	switch d.Kind {
 	case backendtest.LeaseGarbage:
-		exec(t, b, `DELETE FROM {s}.lease WHERE holder = '' OR epoch <= 0`)
+		execSQL(t, b, `DELETE FROM {s}.lease WHERE holder = '' OR epoch <= 0`)
 	case backendtest.HistoryGarbageEntry:
-		exec(t, b, `DELETE FROM {s}.terms WHERE reason = 'not a reason'`)
+		execSQL(t, b, `DELETE FROM {s}.terms WHERE reason = 'not a reason'`)
 	case backendtest.PausedFieldGarbage:
-		exec(t, b, `DELETE FROM {s}.pauses WHERE job = $1`, d.Job)
+		execSQL(t, b, `DELETE FROM {s}.pauses WHERE job = $1`, d.Job)
 	}
 }

@@ -41,7 +41,7 @@ func reopen(t testing.TB, b *postgres.Backend) *postgres.Backend {
 	return o
 }
 
-func exec(t testing.TB, b *postgres.Backend, sql string, args ...any) {
+func execSQL(t testing.TB, b *postgres.Backend, sql string, args ...any) {
 	t.Helper()
 	if _, err := b.Pool().Exec(context.Background(), b.Q(sql), args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
@@ -54,7 +54,7 @@ func harness() backendtest.Harness {
 		Expire: func(t *testing.T, ob onetick.Backend) {
 			// The lease runs out now, as if its holder had paused past
 			// its TTL.
-			exec(t, ob.(*postgres.Backend), `UPDATE {s}.lease SET expires_at = clock_timestamp() - interval '1 millisecond'`)
+			execSQL(t, ob.(*postgres.Backend), `UPDATE {s}.lease SET expires_at = clock_timestamp() - interval '1 millisecond'`)
 		},
 		Stream: func(t *testing.T, ob onetick.Backend, key string) []onetick.TickRecord {
 			recs, err := ob.(*postgres.Backend).ReadStream(context.Background(), key, 0)
