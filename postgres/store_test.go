@@ -1,0 +1,297 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/pgtest"
+	"github.com/onetick/onetick/postgres"
+	"github.com/onetick/onetick/worker"
+)
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func count(t *testing.T, b *postgres.Backend, sql string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := b.Pool().QueryRow(context.Background(), b.Q(sql), args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// Replicas migrate at the same time when they start together: every
+// Migrate succeeds and the schema ends at the latest version, applied
+// once. A schema that a newer onetick migrated is refused.
+func TestMigrateConcurrently(t *testing.T) {
+	ctx := ctxT(t)
+	for round := range 3 {
+		schema := pgtest.Schema(t)
+		var bs []*postgres.Backend
+		for range 3 {
+			b, err := postgres.Open(ctx, pgtest.URL(), postgres.Options{Schema: schema})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Close() })
+			bs = append(bs, b)
+		}
+		start := make(chan struct{})
+		errs := make([]error, len(bs))
+		var wg sync.WaitGroup
+		for i, b := range bs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				errs[i] = b.Migrate(ctx)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: migrate %d: %v", round, i, err)
+			}
+		}
+		n := count(t, bs[0], `SELECT count(*) FROM {s}.schema_migrations`)
+		if v, err := bs[1].SchemaVersion(ctx); err != nil || v != postgres.LatestVersion() || n != int64(postgres.LatestVersion()) {
+			t.Fatalf("round %d: version %d (%v), %d migrations recorded; want %d once", round, v, err, n, postgres.LatestVersion())
+		}
+	}
+	b := open(t)
+	defer b.Close()
+	if err := b.Migrate(ctx); err != nil {
+		t.Fatalf("migrating a migrated schema: %v", err)
+	}
+	execSQL(t, b, `INSERT INTO {s}.schema_migrations (version, name) VALUES ($1, 'from the future')`, postgres.LatestVersion()+1)
+	if err := b.Migrate(ctx); err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("migrating a schema from a newer onetick: %v, want a refusal", err)
+	}
+	fresh, err := postgres.Open(ctx, pgtest.URL(), postgres.Options{Schema: pgtest.Schema(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if v, err := fresh.SchemaVersion(ctx); err != nil || v != 0 {
+		t.Fatalf("version of a schema never migrated: %d, %v", v, err)
+	}
+}
+
+// A claim whose connection dies in the middle of its transaction, after
+// it wrote its record, its entry and the last-fired slot and while it
+// trims the stream, leaves nothing behind; the leader's retry claims the
+// tick once.
+func TestClaimConnectionKilled(t *testing.T) {
+	ctx := ctxT(t)
+	b := open(t)
+	defer b.Close()
+	g, err := b.Acquire(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0 := onetick.SlotOf(time.Now().Add(-time.Minute).Truncate(time.Second))
+	first := onetick.Tick{Job: "j", Slot: s0, Stream: "k", Payload: "{}", Retention: time.Hour, MaxLen: 1}
+	if res, err := b.Claim(ctx, g.Lease, []onetick.Tick{first}); err != nil || res.Outcomes[0] != onetick.Claimed {
+		t.Fatalf("first claim: %+v, %v", res, err)
+	}
+	// Another session locks the entry that the next claim's trim (MaxLen
+	// 1) deletes, so that claim stops there, mid-transaction.
+	blocker, err := b.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = blocker.Rollback(context.Background()) }()
+	if _, err := blocker.Exec(ctx, b.Q(`SELECT 1 FROM {s}.entries WHERE stream = 'k' FOR UPDATE`)); err != nil {
+		t.Fatal(err)
+	}
+	next := first
+	next.Slot += 1000
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.Claim(ctx, g.Lease, []onetick.Tick{next})
+		done <- err
+	}()
+	// The claim's session waits for the row lock in the trim, having
+	// written to the tick records already.
+	var pid int
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		err := b.Pool().QueryRow(ctx, `SELECT a.pid FROM pg_stat_activity a
+			WHERE a.wait_event_type = 'Lock' AND a.query LIKE '%entries e USING%' AND a.query LIKE '%' || $1 || '%'
+				AND EXISTS (SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+					WHERE l.pid = a.pid AND c.relname = 'ticks' AND l.mode = 'RowExclusiveLock')`, b.Schema()).Scan(&pid)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the claim did not reach the trim")
+		}
+		time.Sleep(5 * time.Millisecond) // polling the server's view; the claim gives no signal while blocked
+	}
+	var killed bool
+	if err := b.Pool().QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&killed); err != nil || !killed {
+		t.Fatalf("pg_terminate_backend: %v, %v", killed, err)
+	}
+	if err := <-done; err == nil || errors.Is(err, onetick.ErrFenced) {
+		t.Fatalf("claim on a killed connection: %v, want a failure", err)
+	}
+	if err := blocker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := b.ReadStream(ctx, "k", 0)
+	if err != nil || len(recs) != 1 || recs[0].Slot != s0 {
+		t.Fatalf("stream after the killed claim: %+v, %v; want the first tick alone", recs, err)
+	}
+	if last, err := b.LastFired(ctx, []string{"j"}); err != nil || last["j"] != s0 {
+		t.Fatalf("last fired after the killed claim: %v, %v; want %s", last, err, s0)
+	}
+	if n := count(t, b, `SELECT count(*) FROM {s}.ticks WHERE tick = $1`, next.ID()); n != 0 {
+		t.Fatalf("the killed claim left %d tick records", n)
+	}
+	for range 2 { // the retry, and a retry of the retry
+		if res, err := b.Claim(ctx, g.Lease, []onetick.Tick{next}); err != nil || res.Outcomes[0] != onetick.Claimed {
+			t.Fatalf("retried claim: %+v, %v", res, err)
+		}
+	}
+	recs, err = b.ReadStream(ctx, "k", 0)
+	if err != nil || len(recs) != 1 || recs[0].Slot != next.Slot || recs[0].Tick != next.ID() {
+		t.Fatalf("stream after the retries: %+v, %v; want the second tick once (MaxLen 1)", recs, err)
+	}
+}
+
+// A standby's Watch wakes when the lease runs out by the database's
+// clock, with no release and nobody else acting.
+func TestWatchWakesAtExpiry(t *testing.T) {
+	ctx := ctxT(t)
+	b := open(t)
+	defer b.Close()
+	wctx, cancel := context.WithCancel(ctx)
+	w := b.Watch(wctx)
+	if _, err := b.Acquire(ctx, "a", 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(5 * time.Second)
+	for expired := false; !expired; {
+		select {
+		case <-w:
+		case <-deadline:
+			t.Fatal("no wake at the lease's expiry within 5s")
+		}
+		info, err := b.Leader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expired = !info.Held
+	}
+	cancel()
+	for range w { // closed after cancel
+	}
+}
+
+// Prune deletes what outlived its retention, and only that; a tick whose
+// record was pruned is no longer known to a manual enqueue.
+func TestPrune(t *testing.T) {
+	ctx := ctxT(t)
+	schema := pgtest.Schema(t)
+	b, err := postgres.Open(ctx, pgtest.URL(), postgres.Options{Schema: schema, EntryRetention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g, err := b.Acquire(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := onetick.SlotOf(time.Now())
+	short := onetick.Tick{Job: "short", Slot: now - 1000, Stream: "p", Payload: "{}", Retention: time.Millisecond}
+	long := onetick.Tick{Job: "long", Slot: now - 1000, Stream: "p", Payload: "{}", Retention: time.Hour}
+	if res, err := b.Claim(ctx, g.Lease, []onetick.Tick{short, long}); err != nil || res.Outcomes[0] != onetick.Claimed {
+		t.Fatalf("claim: %+v, %v", res, err)
+	}
+	// An entry appended two hours ago (by the database's clock), past
+	// the entry retention.
+	execSQL(t, b, `UPDATE {s}.entries SET ms = ms - 7200000 WHERE job = 'short'`)
+	// A done record and a marker that lived their time.
+	s := b.WorkerStore("")
+	ds, err := s.Fetch(ctx, "c", []string{"p"}, 1, time.Second)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("fetch: %v, %v", ds, err)
+	}
+	if res, err := s.Begin(ctx, "c", time.Millisecond, []worker.Start{{D: ds[0], Overlap: worker.OverlapSkip}}); err != nil || res.Admissions[0] != worker.Run {
+		t.Fatalf("begin: %+v, %v", res, err)
+	}
+	if owned, err := s.Finish(ctx, "c", []worker.Finish{{D: ds[0], Kind: worker.FinishDone, Retention: time.Millisecond}}); err != nil || !owned[0] {
+		t.Fatalf("finish: %v, %v", owned, err)
+	}
+	execSQL(t, b, `INSERT INTO {s}.markers (grp, job, kind, token, expires_at) VALUES ('onetick', 'x', 'run', 1, clock_timestamp())`)
+	execSQL(t, b, `INSERT INTO {s}.control_log (action, job, who, reason, at, detail)
+		SELECT 'pause', 'j', 'w', '', clock_timestamp(), '' FROM generate_series(1, 1005)`)
+	for st := onetick.SlotOf(time.Now()); onetick.SlotOf(time.Now()) <= st+2; {
+	}
+	p, err := b.Prune(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p != (postgres.Pruned{Records: 1, Entries: 1, Done: 1, Markers: 1, ControlLog: 5}) {
+		t.Fatalf("pruned %+v, want one of each and 5 control records", p)
+	}
+	if n := count(t, b, `SELECT count(*) FROM {s}.ticks WHERE tick = $1`, long.ID()); n != 1 {
+		t.Fatal("a record within its retention was pruned")
+	}
+	if recs, _ := b.ReadStream(ctx, "p", 0); len(recs) != 1 || recs[0].Job != "long" {
+		t.Fatalf("stream after the prune: %+v", recs)
+	}
+	if p, err := b.Prune(ctx); err != nil || p != (postgres.Pruned{}) {
+		t.Fatalf("a second prune: %+v, %v; want nothing", p, err)
+	}
+	// The pruned record no longer deduplicates a backfill of its tick;
+	// the kept one does.
+	res, err := b.Enqueue(ctx, []onetick.Tick{{Job: "short", Slot: short.Slot, Stream: "p", Payload: "{}", Retention: time.Hour}}, onetick.Actor{Who: "op"})
+	if err != nil || res.Outcomes[0] != onetick.Claimed {
+		t.Fatalf("backfill of a pruned tick: %+v, %v", res, err)
+	}
+	res, err = b.Enqueue(ctx, []onetick.Tick{{Job: "long", Slot: long.Slot, Stream: "p", Payload: "{}", Retention: time.Hour}}, onetick.Actor{Who: "op"})
+	if err != nil || res.Outcomes[0] != onetick.Duplicate {
+		t.Fatalf("backfill of a kept tick: %+v, %v", res, err)
+	}
+}
+
+func TestOptionsAndURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://127.0.0.1:5432/db":             "postgres://127.0.0.1:5432/db",
+		"postgres://u:s3cret@host:5432/db":         "postgres://u:xxxxx@host:5432/db",
+		"postgresql://u:p@ss@word@host/db?x=1":     "postgresql://u:xxxxx@host/db?x=1",
+		"postgres://u@host/db":                     "postgres://u@host/db",
+		"host=127.0.0.1 user=postgres dbname=test": "host=127.0.0.1 user=postgres dbname=test",
+	} {
+		if got := postgres.MaskURL(in); got != want {
+			t.Errorf("MaskURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for _, bad := range []string{"Upper", "1digit", "has-dash", "has space", strings.Repeat("x", 41), `quo"te`} {
+		if _, err := postgres.Open(context.Background(), pgtest.URL(), postgres.Options{Schema: bad}); err == nil {
+			t.Errorf("schema %q accepted", bad)
+		}
+	}
+	if _, err := postgres.Open(context.Background(), "postgres://u:s3cret@host:notaport/db", postgres.Options{}); err == nil ||
+		strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("a bad URL: %v, want an error without the password", err)
+	}
+}
