@@ -1,5 +1,5 @@
-# onetick: `make test` installs what the tests need (redis-server, promtool)
-# when it is missing, then runs vet, the race-enabled tests and the alert
+# onetick: `make test` installs what the tests need (redis-server, promtool,
+# chromium, PostgreSQL) when it is missing, starts PostgreSQL, then runs vet, the race-enabled tests and the alert
 # rule tests. `make run` starts onetick on its embedded default.
 
 GO ?= go
@@ -38,6 +38,7 @@ fuzz:
 	$(GO) test -run xxx -fuzz FuzzParse -fuzztime 60s ./config/
 	$(GO) test -run xxx -fuzz FuzzClaimDamage -fuzztime 60s ./memory/
 	$(GO) test -run xxx -fuzz FuzzClaimDamage -fuzztime 60s ./redis/
+	$(GO) test -run xxx -fuzz FuzzClaimDamage -fuzztime 60s ./postgres/
 	$(GO) test -run xxx -fuzz FuzzParseSecret -fuzztime 30s ./executor/webhook/
 	$(GO) test -run xxx -fuzz FuzzVerify -fuzztime 30s ./executor/webhook/
 	$(GO) test -run xxx -fuzz FuzzParseRetryAfter -fuzztime 30s ./executor/

@@ -54,8 +54,7 @@ var migrations = func() []migration {
 func LatestVersion() int { return len(migrations) }
 
 // Migrate creates the schema if it does not exist and applies the
-// migrations it lacks, each file with its version record in one
-// transaction. Replicas may call it at the same time: a transaction-scoped
+// migrations it lacks, with their version records, in one transaction. Replicas may call it at the same time: a transaction-scoped
 // advisory lock per schema lets one apply at a time, and the others find
 // the work done. It refuses a schema that a newer onetick migrated.
 func (b *Backend) Migrate(ctx context.Context) error {
