@@ -1,6 +1,7 @@
 # onetick: `make test` installs what the tests need (redis-server, promtool,
-# chromium, PostgreSQL) when it is missing, starts PostgreSQL, then runs vet, the race-enabled tests and the alert
-# rule tests. `make run` starts onetick on its embedded default.
+# chromium, PostgreSQL) when it is missing and starts PostgreSQL, then runs
+# vet, the race-enabled tests and the alert rule tests. `make run` starts
+# onetick on its embedded default.
 
 GO ?= go
 export PATH := $(PATH):/usr/sbin:/usr/bin

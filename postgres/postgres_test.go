@@ -70,7 +70,12 @@ func harness() backendtest.Harness {
 	}
 }
 
-func TestConformance(t *testing.T) { backendtest.Exercise(t, harness()) }
+// The two suites use schemas of their own and wait far more than they
+// compute: they run side by side.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	backendtest.Exercise(t, harness())
+}
 
 // FuzzClaimDamage drives the claim path against a real PostgreSQL with
 // random batches, damage between claims and superseded leaders

@@ -34,6 +34,7 @@ func init() {
 }
 
 func TestWorkerConformance(t *testing.T) {
+	t.Parallel()
 	workertest.Exercise(t, workertest.Harness{New: func(t *testing.T) workertest.Env {
 		b := open(t)
 		t.Cleanup(func() { _ = b.Close() })
