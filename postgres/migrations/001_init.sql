@@ -3,7 +3,9 @@
 -- Instants that are compared with slots (Unix milliseconds) are kept as
 -- bigint milliseconds; the other instants as timestamptz. Every instant is
 -- taken from the database's clock (clock_timestamp()), never from a
--- replica's.
+-- replica's. Names that are keys compare bytewise (COLLATE "C"): cheaper
+-- than a locale's collation, and the same on every server. Retention
+-- deletes find rows through BRIN indexes: the times grow with the rows.
 
 CREATE FUNCTION {s}.ms(t timestamptz) RETURNS bigint
   LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
@@ -35,52 +37,52 @@ CREATE TABLE {s}.terms (
 
 -- Last-fired slot per job.
 CREATE TABLE {s}.last_fired (
-  job  text PRIMARY KEY,
+  job  text COLLATE "C" PRIMARY KEY,
   slot bigint NOT NULL
 );
 
 -- Per-tick records: the term that claimed the tick (holder, epoch), or
 -- "manual|who" for a trigger or backfill; kept until keep_until (ms).
 CREATE TABLE {s}.ticks (
-  tick       text PRIMARY KEY,
-  job        text NOT NULL,
+  tick       text COLLATE "C" PRIMARY KEY,
+  job        text COLLATE "C" NOT NULL,
   slot       bigint NOT NULL,
   holder     text NOT NULL,
   epoch      bigint NOT NULL,
   paused     boolean NOT NULL DEFAULT false,
   keep_until bigint NOT NULL
 );
-CREATE INDEX ticks_keep_until ON {s}.ticks (keep_until);
+CREATE INDEX ticks_keep_until ON {s}.ticks USING brin (keep_until);
 
 -- The streams: one table, an entry's stream is a column. ids are
 -- appended in commit order (see the append lock), so a consumer group's
 -- cursor never passes an entry that commits later.
 CREATE TABLE {s}.entries (
   id      bigserial PRIMARY KEY,
-  stream  text NOT NULL,
+  stream  text COLLATE "C" NOT NULL,
   ms      bigint NOT NULL,
-  job     text NOT NULL,
+  job     text COLLATE "C" NOT NULL,
   slot    bigint NOT NULL,
-  tick    text NOT NULL,
+  tick    text COLLATE "C" NOT NULL,
   epoch   bigint NOT NULL,
   replica text NOT NULL,
   payload text NOT NULL,
   kind    text NOT NULL DEFAULT '',
   attempt integer NOT NULL DEFAULT 1,
-  grp     text
+  grp     text COLLATE "C"
 );
 CREATE INDEX entries_stream ON {s}.entries (stream, id);
-CREATE INDEX entries_ms ON {s}.entries (ms);
+CREATE INDEX entries_ms ON {s}.entries USING brin (ms);
 
 -- Controls.
 CREATE TABLE {s}.pauses (
-  job      text NOT NULL,
+  job      text COLLATE "C" NOT NULL,
   since_ms bigint NOT NULL,
   until_ms bigint,
   PRIMARY KEY (job, since_ms)
 );
 CREATE TABLE {s}.job_controls (
-  job    text PRIMARY KEY,
+  job    text COLLATE "C" PRIMARY KEY,
   paused boolean NOT NULL,
   who    text NOT NULL,
   reason text NOT NULL,
@@ -113,17 +115,17 @@ CREATE TABLE {s}.damaged (
 -- and not settled, overlap markers, done records, retries, dead letters
 -- and each job's last outcome.
 CREATE TABLE {s}.cursors (
-  grp     text NOT NULL,
-  stream  text NOT NULL,
+  grp     text COLLATE "C" NOT NULL,
+  stream  text COLLATE "C" NOT NULL,
   last_id bigint NOT NULL DEFAULT 0,
   PRIMARY KEY (grp, stream)
 );
 CREATE TABLE {s}.pending (
-  grp           text NOT NULL,
+  grp           text COLLATE "C" NOT NULL,
   entry_id      bigint NOT NULL REFERENCES {s}.entries (id) ON DELETE CASCADE,
-  stream        text NOT NULL,
-  job           text NOT NULL,
-  consumer      text NOT NULL,
+  stream        text COLLATE "C" NOT NULL,
+  job           text COLLATE "C" NOT NULL,
+  consumer      text COLLATE "C" NOT NULL,
   seen_at       timestamptz,
   deliveries    integer NOT NULL,
   running_until timestamptz,
@@ -132,26 +134,26 @@ CREATE TABLE {s}.pending (
 CREATE INDEX pending_entry ON {s}.pending (entry_id);
 CREATE INDEX pending_stream ON {s}.pending (grp, stream, entry_id);
 CREATE TABLE {s}.markers (
-  grp        text NOT NULL,
-  job        text NOT NULL,
+  grp        text COLLATE "C" NOT NULL,
+  job        text COLLATE "C" NOT NULL,
   kind       text NOT NULL CHECK (kind IN ('run', 'wait')),
   token      bigint NOT NULL,
   expires_at timestamptz NOT NULL,
   PRIMARY KEY (grp, job, kind)
 );
 CREATE TABLE {s}.done (
-  grp        text NOT NULL,
-  tick       text NOT NULL,
+  grp        text COLLATE "C" NOT NULL,
+  tick       text COLLATE "C" NOT NULL,
   entry      text NOT NULL,
   consumer   text NOT NULL,
   at         timestamptz NOT NULL,
   keep_until timestamptz NOT NULL,
   PRIMARY KEY (grp, tick)
 );
-CREATE INDEX done_keep_until ON {s}.done (keep_until);
+CREATE INDEX done_keep_until ON {s}.done USING brin (keep_until);
 CREATE TABLE {s}.retries (
   id      bigserial PRIMARY KEY,
-  grp     text NOT NULL,
+  grp     text COLLATE "C" NOT NULL,
   due_at  timestamptz NOT NULL,
   stream  text NOT NULL,
   job     text NOT NULL,
@@ -166,8 +168,8 @@ CREATE INDEX retries_due ON {s}.retries (grp, due_at, id);
 CREATE TABLE {s}.dead (
   id         bigserial PRIMARY KEY,
   ms         bigint NOT NULL,
-  grp        text NOT NULL,
-  job        text NOT NULL,
+  grp        text COLLATE "C" NOT NULL,
+  job        text COLLATE "C" NOT NULL,
   tick       text NOT NULL,
   slot       bigint NOT NULL,
   epoch      bigint NOT NULL,
@@ -183,8 +185,8 @@ CREATE TABLE {s}.dead (
 );
 CREATE INDEX dead_job ON {s}.dead (grp, job);
 CREATE TABLE {s}.last_outcome (
-  grp     text NOT NULL,
-  job     text NOT NULL,
+  grp     text COLLATE "C" NOT NULL,
+  job     text COLLATE "C" NOT NULL,
   outcome text NOT NULL,
   tick    text NOT NULL,
   at      timestamptz NOT NULL,
