@@ -34,10 +34,11 @@ type wtick struct {
 
 // Claim implements onetick.Claimer, in one transaction:
 //
-//  1. The lease row is locked FOR SHARE and must hold exactly l and not
-//     be expired; otherwise the term is marked fenced (the only write)
-//     and the answer is ErrFenced. Until commit nobody can acquire, renew
-//     or release (they lock the row FOR UPDATE or change it).
+//  1. The lease row is locked FOR KEY SHARE and must hold exactly l and
+//     not be expired; otherwise the term is marked fenced (the only write)
+//     and the answer is ErrFenced. Until commit nobody can acquire (which
+//     locks the row FOR UPDATE) or release (which deletes it); a renewal,
+//     which changes only the expiry, proceeds.
 //  2. The jobs' last-fired slots, pause intervals and the ticks' records
 //     are read in one round trip, and every outcome is decided.
 //  3. One statement writes the records (a unique key on the tick id: a
@@ -55,7 +56,7 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 		var epoch, now int64
 		var live bool
 		err := tx.QueryRow(ctx, b.q(`SELECT holder, epoch, expires_at > clock_timestamp(), {s}.ms(clock_timestamp())
-			FROM {s}.lease FOR SHARE`)).Scan(&holder, &epoch, &live, &now)
+			FROM {s}.lease FOR KEY SHARE`)).Scan(&holder, &epoch, &live, &now)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}

@@ -64,13 +64,16 @@
 // Release one compare-and-delete statement that also closes the term and
 // sends NOTIFY.
 //
-// Claim is one transaction. It first locks the lease row FOR SHARE and
+// Claim is one transaction. It first locks the lease row FOR KEY SHARE and
 // checks holder, epoch and expiry: a claim of a superseded (or expired)
 // term writes nothing but a best-effort "fenced" mark on its term and
-// fails with ErrFenced. The shared row lock is the fence: until the claim
-// commits, nobody can acquire, renew or release (they need the row FOR
-// UPDATE or change it), so the term the claim checked is the term in
-// force when its writes become visible. It then reads, in one round trip,
+// fails with ErrFenced. The row lock is the fence: until the claim
+// commits, nobody can acquire (Acquire locks the row FOR UPDATE) or
+// release (Release deletes it), so the term the claim checked is the term
+// in force when its writes become visible, even if the lease runs out
+// meanwhile. Renew changes only the expiry (a non-key update, compatible
+// with FOR KEY SHARE), so a long claim does not delay its leader's
+// renewals. It then reads, in one round trip,
 // the jobs' last-fired slots, pause intervals and the ticks' records,
 // decides every outcome (Early beyond the tolerance, Duplicate for a tick
 // recorded by another term or not after its job's last-fired slot,

@@ -29,7 +29,7 @@ func (b *Backend) leaseDamage(holder string, epoch int64) *onetick.DamageError {
 
 // Acquire implements onetick.Leaser. Acquirers are serialized by an
 // advisory lock; the lease row is locked FOR UPDATE, which also waits for
-// claims in flight (they hold it FOR SHARE).
+// claims in flight (they hold it FOR KEY SHARE).
 func (b *Backend) Acquire(ctx context.Context, holder string, ttl time.Duration) (onetick.Grant, error) {
 	var g onetick.Grant
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {

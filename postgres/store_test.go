@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -108,14 +109,8 @@ func TestClaimConnectionKilled(t *testing.T) {
 	}
 	// Another session locks the entry that the next claim's trim (MaxLen
 	// 1) deletes, so that claim stops there, mid-transaction.
-	blocker, err := b.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = blocker.Rollback(context.Background()) }()
-	if _, err := blocker.Exec(ctx, b.Q(`SELECT 1 FROM {s}.entries WHERE stream = 'k' FOR UPDATE`)); err != nil {
-		t.Fatal(err)
-	}
+	unblock := lockEntries(t, b, "k")
+	defer unblock()
 	next := first
 	next.Slot += 1000
 	done := make(chan error, 1)
@@ -123,25 +118,7 @@ func TestClaimConnectionKilled(t *testing.T) {
 		_, err := b.Claim(ctx, g.Lease, []onetick.Tick{next})
 		done <- err
 	}()
-	// The claim's session waits for the row lock in the trim, having
-	// written to the tick records already.
-	var pid int
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		err := b.Pool().QueryRow(ctx, `SELECT a.pid FROM pg_stat_activity a
-			WHERE a.wait_event_type = 'Lock' AND a.query LIKE '%entries e USING%' AND a.query LIKE '%' || $1 || '%'
-				AND EXISTS (SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
-					WHERE l.pid = a.pid AND c.relname = 'ticks' AND l.mode = 'RowExclusiveLock')`, b.Schema()).Scan(&pid)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			t.Fatal(err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the claim did not reach the trim")
-		}
-		time.Sleep(5 * time.Millisecond) // polling the server's view; the claim gives no signal while blocked
-	}
+	pid := waitBlocked(t, b, "entries e USING", "ticks")
 	var killed bool
 	if err := b.Pool().QueryRow(ctx, `SELECT pg_terminate_backend($1)`, pid).Scan(&killed); err != nil || !killed {
 		t.Fatalf("pg_terminate_backend: %v, %v", killed, err)
@@ -149,9 +126,7 @@ func TestClaimConnectionKilled(t *testing.T) {
 	if err := <-done; err == nil || errors.Is(err, onetick.ErrFenced) {
 		t.Fatalf("claim on a killed connection: %v, want a failure", err)
 	}
-	if err := blocker.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	unblock()
 	recs, err := b.ReadStream(ctx, "k", 0)
 	if err != nil || len(recs) != 1 || recs[0].Slot != s0 {
 		t.Fatalf("stream after the killed claim: %+v, %v; want the first tick alone", recs, err)
@@ -171,6 +146,132 @@ func TestClaimConnectionKilled(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].Slot != next.Slot || recs[0].Tick != next.ID() {
 		t.Fatalf("stream after the retries: %+v, %v; want the second tick once (MaxLen 1)", recs, err)
 	}
+}
+
+// lockEntries locks the entries of stream from another session, until
+// the returned function (idempotent) rolls that session back.
+func lockEntries(t *testing.T, b *postgres.Backend, stream string) func() {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := b.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, b.Q(`SELECT 1 FROM {s}.entries WHERE stream = $1 FOR UPDATE`), stream); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { _ = tx.Rollback(ctx) }) }
+}
+
+// waitBlocked waits until a session of b's schema whose statement
+// contains query waits for a lock and, if wrote is set, holds a write
+// lock on that table; it returns the session's pid. It polls the server's
+// view: a blocked statement gives no other signal.
+func waitBlocked(t *testing.T, b *postgres.Backend, query, wrote string) int {
+	t.Helper()
+	var pid int
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		err := b.Pool().QueryRow(context.Background(), `SELECT a.pid FROM pg_stat_activity a
+			WHERE a.wait_event_type = 'Lock' AND strpos(a.query, $2) > 0 AND strpos(a.query, $1) > 0
+				AND ($3 = '' OR EXISTS (SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+					WHERE l.pid = a.pid AND c.relname = $3 AND l.mode = 'RowExclusiveLock'))`,
+			b.Schema(), query, wrote).Scan(&pid)
+		if err == nil {
+			return pid
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no session of %s blocked in %q", b.Schema(), query)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The fence in SQL: while a claim is in flight its lease cannot change
+// hands, even when it runs out meanwhile; its leader's renewal is not
+// held up. The claim, having checked a valid term, commits; the next
+// leader's term starts after it, with a larger epoch.
+func TestClaimInFlightHoldsTheFence(t *testing.T) {
+	ctx := ctxT(t)
+	b := open(t)
+	defer b.Close()
+	a, err := b.Acquire(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0 := onetick.SlotOf(time.Now().Add(-time.Minute).Truncate(time.Second))
+	first := onetick.Tick{Job: "j", Slot: s0, Stream: "f", Payload: "{}", Retention: time.Hour, MaxLen: 1}
+	if _, err := b.Claim(ctx, a.Lease, []onetick.Tick{first}); err != nil {
+		t.Fatal(err)
+	}
+	unblock := lockEntries(t, b, "f")
+	defer unblock()
+	next := first
+	next.Slot += 1000
+	claimed := make(chan onetick.ClaimResult, 1)
+	go func() {
+		res, err := b.Claim(ctx, a.Lease, []onetick.Tick{next})
+		if err != nil {
+			t.Errorf("the claim in flight: %v", err)
+		}
+		claimed <- res
+	}()
+	waitBlocked(t, b, "entries e USING", "ticks")
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err = b.Renew(rctx, a.Lease, time.Minute)
+	cancel()
+	if err != nil {
+		t.Fatalf("renew while a claim is in flight: %v", err)
+	}
+	// The lease runs out; another replica tries to take it.
+	execSQL(t, b, `UPDATE {s}.lease SET expires_at = clock_timestamp() - interval '1 millisecond'`)
+	acquired := make(chan onetick.Grant, 1)
+	go func() {
+		g, err := b.Acquire(ctx, "b", time.Minute)
+		if err != nil {
+			t.Errorf("acquire after the claim: %v", err)
+		}
+		acquired <- g
+	}()
+	waitBlocked(t, b, "lease FOR UPDATE", "")
+	select {
+	case <-claimed:
+		t.Fatal("the claim finished while its entry was locked")
+	case g := <-acquired:
+		t.Fatalf("%+v acquired the lease while a claim of the previous term was in flight", g)
+	default:
+	}
+	unblock()
+	if res := <-claimed; len(res.Outcomes) != 1 || res.Outcomes[0] != onetick.Claimed {
+		t.Fatalf("the claim in flight: %+v, want claimed", res)
+	}
+	g := <-acquired
+	if g.Lease.Holder != "b" || g.Lease.Epoch <= a.Lease.Epoch {
+		t.Fatalf("the next term: %+v after epoch %d", g.Lease, a.Lease.Epoch)
+	}
+	recs, err := b.ReadStream(ctx, "f", 0)
+	if err != nil || len(recs) != 1 || recs[0].Tick != next.ID() || recs[0].Epoch != a.Lease.Epoch ||
+		onetick.Slot(g.StoreTime.UnixMilli()) < onetick.Slot(mustMs(t, recs[0].ID)) {
+		t.Fatalf("stream %+v, %v: want the claimed tick, of term %d, appended before term %d began (%s)",
+			recs, err, a.Lease.Epoch, g.Lease.Epoch, g.StoreTime)
+	}
+	// The old term is fenced from now on.
+	if _, err := b.Claim(ctx, a.Lease, []onetick.Tick{{Job: "j", Slot: next.Slot + 1000, Stream: "f", Payload: "{}", Retention: time.Hour}}); !errors.Is(err, onetick.ErrFenced) {
+		t.Fatalf("a claim of the old term after the handover: %v, want ErrFenced", err)
+	}
+}
+
+func mustMs(t *testing.T, id string) int64 {
+	t.Helper()
+	ms, _, _ := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		t.Fatalf("entry id %q: %v", id, err)
+	}
+	return n
 }
 
 // A standby's Watch wakes when the lease runs out by the database's
