@@ -65,7 +65,14 @@ func New(pool *pgxpool.Pool, opts Options) (*Backend, error) {
 		opts.HistoryLen = 100
 	}
 	b := &Backend{pool: pool, opts: opts, ident: pgx.Identifier{opts.Schema}.Sanitize()}
-	b.hub = newHub(pool.Config().ConnConfig, []string{b.channel(chanLease), b.channel(chanAppend), b.channel(chanReleased)})
+	lc := pool.Config().ConnConfig // a copy
+	params := make(map[string]string, len(lc.RuntimeParams)+1)
+	for k, v := range lc.RuntimeParams {
+		params[k] = v
+	}
+	params["application_name"] = ListenerName(opts.Schema)
+	lc.RuntimeParams = params
+	b.hub = newHub(lc, []string{b.channel(chanLease), b.channel(chanAppend), b.channel(chanReleased)})
 	return b, nil
 }
 
@@ -89,6 +96,10 @@ func Open(ctx context.Context, url string, opts Options) (*Backend, error) {
 	b.owns = true
 	return b, nil
 }
+
+// ListenerName is the application_name of a Backend's LISTEN connection
+// on schema, as pg_stat_activity shows it.
+func ListenerName(schema string) string { return "onetick listener " + schema }
 
 // MaskURL hides the password of a postgres:// URL, for logs and errors.
 func MaskURL(url string) string {

@@ -303,6 +303,58 @@ func TestWatchWakesAtExpiry(t *testing.T) {
 	}
 }
 
+// The LISTEN connection comes back after the server drops it, and a
+// release made after that still wakes a standby.
+func TestListenerReconnects(t *testing.T) {
+	ctx := ctxT(t)
+	b := open(t)
+	defer b.Close()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := b.Watch(wctx)
+	wake := func(what string) {
+		t.Helper()
+		select {
+		case <-w:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no wake within 5s: %s", what)
+		}
+	}
+	wake("the listener connected")
+	g, err := b.Acquire(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wake("acquired")
+	// listener returns the pid of the LISTEN session, other than not.
+	listener := func(not int) (pid int) {
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			err := b.Pool().QueryRow(ctx, `SELECT pid FROM pg_stat_activity
+				WHERE application_name = $1 AND query LIKE 'LISTEN%' AND pid <> $2`,
+				postgres.ListenerName(b.Schema()), not).Scan(&pid)
+			if err == nil {
+				return pid
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no listener session: %v", err)
+			}
+			time.Sleep(5 * time.Millisecond) // polling the server's view
+		}
+	}
+	old := listener(0)
+	if _, err := b.Pool().Exec(ctx, `SELECT pg_terminate_backend($1)`, old); err != nil {
+		t.Fatal(err)
+	}
+	listener(old)
+	// Notifications sent while it was away are lost: every subscriber is
+	// woken once it is back.
+	wake("the listener reconnected")
+	if err := b.Release(ctx, g.Lease); err != nil {
+		t.Fatal(err)
+	}
+	wake("released after the listener reconnected")
+}
+
 // Prune deletes what outlived its retention, and only that; a tick whose
 // record was pruned is no longer known to a manual enqueue.
 func TestPrune(t *testing.T) {
