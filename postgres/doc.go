@@ -116,8 +116,9 @@
 // in the same transaction; Heartbeat touches seen_at without counting a
 // delivery. Overlap markers are rows with an expiry taken by INSERT ... ON
 // CONFLICT DO UPDATE ... WHERE expired or already this entry's. PromoteDue
-// moves due retries FOR UPDATE SKIP LOCKED. Trimming or pruning an entry
-// deletes its pending rows (ON DELETE CASCADE).
+// moves due retries FOR UPDATE SKIP LOCKED. A pending row outlives its
+// entry when the stream is trimmed, as a Redis pending entry does: its
+// worker still settles it, and Reclaim drops it instead of handing it out.
 //
 // # Damage
 //

@@ -426,6 +426,64 @@ func TestPrune(t *testing.T) {
 	}
 }
 
+// An entry trimmed from its stream (MaxLen) while a worker runs it stays
+// that worker's to settle; once given back, Reclaim drops it.
+func TestTrimmedEntryInFlight(t *testing.T) {
+	ctx := ctxT(t)
+	b := open(t)
+	defer b.Close()
+	g, err := b.Acquire(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0 := onetick.SlotOf(time.Now().Add(-time.Minute).Truncate(time.Second))
+	claim := func(i int) {
+		t.Helper()
+		tk := onetick.Tick{Job: "j", Slot: s0 + onetick.Slot(i*1000), Stream: "tr", Payload: "{}", Retention: time.Hour, MaxLen: 1}
+		if res, err := b.Claim(ctx, g.Lease, []onetick.Tick{tk}); err != nil || res.Outcomes[0] != onetick.Claimed {
+			t.Fatalf("claim %d: %+v, %v", i, res, err)
+		}
+	}
+	s := b.WorkerStore("")
+	fetch := func() *worker.Delivery {
+		t.Helper()
+		ds, err := s.Fetch(ctx, "c", []string{"tr"}, 10, time.Second)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("fetch: %v, %v", ds, err)
+		}
+		return ds[0]
+	}
+	claim(0)
+	d := fetch()
+	if res, err := s.Begin(ctx, "c", time.Minute, []worker.Start{{D: d}}); err != nil || res.Admissions[0] != worker.Run {
+		t.Fatalf("begin: %+v, %v", res, err)
+	}
+	claim(1) // trims d's entry
+	if recs, _ := b.ReadStream(ctx, "tr", 0); len(recs) != 1 || recs[0].ID == d.ID {
+		t.Fatalf("stream %+v: want d's entry trimmed", recs)
+	}
+	if lost, err := s.Heartbeat(ctx, "c", time.Minute, []worker.Hold{{D: d, Marker: worker.MarkerRun}}); err != nil || len(lost) != 0 {
+		t.Fatalf("heartbeat of a trimmed entry in flight: lost %v, %v", lost, err)
+	}
+	if owned, err := s.Finish(ctx, "c", []worker.Finish{{D: d, Kind: worker.FinishDone, Retention: time.Hour}}); err != nil || !owned[0] {
+		t.Fatalf("finish of a trimmed entry in flight: %v, %v", owned, err)
+	}
+	d2 := fetch()
+	if owned, err := s.Finish(ctx, "c", []worker.Finish{{D: d2, Kind: worker.FinishRelease}}); err != nil || !owned[0] {
+		t.Fatalf("give back: %v, %v", owned, err)
+	}
+	claim(2) // trims d2's entry
+	if got, err := s.Reclaim(ctx, "other", []string{"tr"}, 0, 10); err != nil || len(got) != 0 {
+		t.Fatalf("reclaim of a trimmed entry: %v, %v; want nothing", got, err)
+	}
+	if n := count(t, b, `SELECT count(*) FROM {s}.pending`); n != 0 {
+		t.Fatalf("%d pending rows left; want the trimmed entry's dropped", n)
+	}
+	if d3 := fetch(); d3.Slot != s0+2000 {
+		t.Fatalf("next delivery %+v", d3)
+	}
+}
+
 func TestOptionsAndURL(t *testing.T) {
 	for in, want := range map[string]string{
 		"postgres://127.0.0.1:5432/db":             "postgres://127.0.0.1:5432/db",

@@ -131,7 +131,8 @@ func (s *WorkerStore) fetchOnce(ctx context.Context, consumer string, streams []
 		}
 		rows, err = tx.Query(ctx, s.b.q(`SELECT c.ord, e.id, e.ms, e.job, e.slot, e.tick, e.epoch, e.replica, e.payload, e.attempt, e.grp
 			FROM unnest($1::text[], $2::bigint[], $3::int[]) AS c(stream, last_id, ord)
-			CROSS JOIN LATERAL (SELECT * FROM {s}.entries x WHERE x.stream = c.stream AND x.id > c.last_id ORDER BY x.id LIMIT $4) e
+			CROSS JOIN LATERAL (SELECT x.id, x.ms, x.job, x.slot, x.tick, x.epoch, x.replica, x.payload, x.attempt, x.grp
+				FROM {s}.entries x WHERE x.stream = c.stream AND x.id > c.last_id ORDER BY x.id LIMIT $4) e
 			ORDER BY c.ord, e.id`), locked, lasts, ords, max)
 		if err != nil {
 			return err
@@ -230,17 +231,20 @@ func (e *entryRow) delivery(stream string) *worker.Delivery {
 
 // Reclaim implements worker.Store: the idle pending rows are locked FOR
 // UPDATE SKIP LOCKED, so that concurrent reclaimers never take one entry
-// twice, and handed to consumer with one more delivery.
+// twice, and handed to consumer with one more delivery. Rows whose entry
+// was trimmed away are deleted instead (as XAUTOCLAIM does).
 func (s *WorkerStore) Reclaim(ctx context.Context, consumer string, streams []string, idle time.Duration, max int) ([]*worker.Delivery, error) {
 	if max <= 0 || len(streams) == 0 {
 		return nil, nil
 	}
 	rows, err := s.b.pool.Query(ctx, s.b.q(`WITH c AS (
-			SELECT grp, entry_id FROM {s}.pending
-			WHERE grp = $1 AND stream = ANY($2) AND (seen_at IS NULL OR seen_at <= clock_timestamp() - $3 * interval '1 millisecond')
-			ORDER BY entry_id LIMIT $4 FOR UPDATE SKIP LOCKED),
+			SELECT p.grp, p.entry_id, e.id IS NOT NULL AS live FROM {s}.pending p LEFT JOIN {s}.entries e ON e.id = p.entry_id
+			WHERE p.grp = $1 AND p.stream = ANY($2)
+				AND (p.seen_at IS NULL OR p.seen_at <= clock_timestamp() - $3 * interval '1 millisecond')
+			ORDER BY p.entry_id LIMIT $4 FOR UPDATE OF p SKIP LOCKED),
+		gone AS (DELETE FROM {s}.pending p USING c WHERE NOT c.live AND p.grp = c.grp AND p.entry_id = c.entry_id),
 		u AS (UPDATE {s}.pending p SET consumer = $5, seen_at = clock_timestamp(), deliveries = p.deliveries + 1, running_until = NULL
-			FROM c WHERE p.grp = c.grp AND p.entry_id = c.entry_id RETURNING p.entry_id, p.stream, p.deliveries)
+			FROM c WHERE c.live AND p.grp = c.grp AND p.entry_id = c.entry_id RETURNING p.entry_id, p.stream, p.deliveries)
 		SELECT u.stream, u.deliveries, e.id, e.ms, e.job, e.slot, e.tick, e.epoch, e.replica, e.payload, e.attempt, e.grp
 		FROM u JOIN {s}.entries e ON e.id = u.entry_id ORDER BY e.id`), s.group, streams, idle.Milliseconds(), max, consumer)
 	if err != nil {

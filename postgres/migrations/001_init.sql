@@ -113,7 +113,9 @@ CREATE TABLE {s}.damaged (
 
 -- Workers: per consumer group, a cursor per stream, the entries delivered
 -- and not settled, overlap markers, done records, retries, dead letters
--- and each job's last outcome.
+-- and each job's last outcome. A pending row outlives its entry when the
+-- stream is trimmed (as a Redis pending entry does): its worker still
+-- settles it; Reclaim drops it instead of handing it out.
 CREATE TABLE {s}.cursors (
   grp     text COLLATE "C" NOT NULL,
   stream  text COLLATE "C" NOT NULL,
@@ -122,7 +124,7 @@ CREATE TABLE {s}.cursors (
 );
 CREATE TABLE {s}.pending (
   grp           text COLLATE "C" NOT NULL,
-  entry_id      bigint NOT NULL REFERENCES {s}.entries (id) ON DELETE CASCADE,
+  entry_id      bigint NOT NULL,
   stream        text COLLATE "C" NOT NULL,
   job           text COLLATE "C" NOT NULL,
   consumer      text COLLATE "C" NOT NULL,
@@ -131,7 +133,6 @@ CREATE TABLE {s}.pending (
   running_until timestamptz,
   PRIMARY KEY (grp, entry_id)
 );
-CREATE INDEX pending_entry ON {s}.pending (entry_id);
 CREATE INDEX pending_stream ON {s}.pending (grp, stream, entry_id);
 CREATE TABLE {s}.markers (
   grp        text COLLATE "C" NOT NULL,
