@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 type hub struct {
 	cfg      *pgx.ConnConfig
 	channels []string
+	log      *slog.Logger
 
 	mu      sync.Mutex
 	subs    map[*sub]struct{}
@@ -34,8 +36,8 @@ type sub struct {
 	c       chan struct{}
 }
 
-func newHub(cfg *pgx.ConnConfig, channels []string) *hub {
-	return &hub{cfg: cfg, channels: channels, subs: map[*sub]struct{}{}, ready: make(chan struct{}),
+func newHub(cfg *pgx.ConnConfig, channels []string, log *slog.Logger) *hub {
+	return &hub{cfg: cfg, channels: channels, log: log, subs: map[*sub]struct{}{}, ready: make(chan struct{}),
 		done: make(chan struct{})}
 }
 
@@ -108,12 +110,21 @@ func (h *hub) run(ctx context.Context) {
 	defer h.wg.Done()
 	backoff := 50 * time.Millisecond
 	readyOnce := sync.Once{}
+	lost := false
 	for ctx.Err() == nil {
 		if err := h.listen(ctx, func() {
 			readyOnce.Do(func() { close(h.ready) })
 			backoff = 50 * time.Millisecond
+			if lost {
+				lost = false
+				h.log.Info("postgres listener back")
+			}
 			h.dispatch("", "", true)
 		}); err != nil && ctx.Err() == nil {
+			if !lost {
+				lost = true
+				h.log.Warn("postgres listener lost; reconnecting (standbys and waiting workers rely on their timers meanwhile)", "err", err)
+			}
 			t := time.NewTimer(backoff)
 			select {
 			case <-ctx.Done():

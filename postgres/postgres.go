@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strconv"
 	"strings"
@@ -32,6 +33,9 @@ type Options struct {
 	// Redis stream without MaxLen does; a tick's MaxLen trims its stream
 	// either way.
 	EntryRetention time.Duration
+	// Logger receives the listener connection's losses and returns;
+	// default: discarded.
+	Logger *slog.Logger
 }
 
 // Backend implements onetick.Backend on PostgreSQL.
@@ -64,6 +68,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Backend, error) {
 	if opts.HistoryLen <= 0 {
 		opts.HistoryLen = 100
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	b := &Backend{pool: pool, opts: opts, ident: pgx.Identifier{opts.Schema}.Sanitize()}
 	lc := pool.Config().ConnConfig // a copy
 	params := make(map[string]string, len(lc.RuntimeParams)+1)
@@ -72,13 +79,15 @@ func New(pool *pgxpool.Pool, opts Options) (*Backend, error) {
 	}
 	params["application_name"] = ListenerName(opts.Schema)
 	lc.RuntimeParams = params
-	b.hub = newHub(lc, []string{b.channel(chanLease), b.channel(chanAppend), b.channel(chanReleased)})
+	b.hub = newHub(lc, []string{b.channel(chanLease), b.channel(chanAppend), b.channel(chanReleased)},
+		opts.Logger.With("schema", opts.Schema))
 	return b, nil
 }
 
 // Open connects to the PostgreSQL at url (a postgres:// URL or a
-// key=value connection string, as pgx accepts them) and returns a
-// Backend that owns the pool. It does not migrate the schema.
+// key=value connection string, as pgx accepts them, including pgxpool's
+// pool_max_conns and friends) and returns a Backend that owns the pool.
+// It does not migrate the schema (Migrate).
 func Open(ctx context.Context, url string, opts Options) (*Backend, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {

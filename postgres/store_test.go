@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -307,8 +308,16 @@ func TestWatchWakesAtExpiry(t *testing.T) {
 // release made after that still wakes a standby.
 func TestListenerReconnects(t *testing.T) {
 	ctx := ctxT(t)
-	b := open(t)
+	var logs syncBuffer
+	b, err := postgres.Open(ctx, pgtest.URL(), postgres.Options{Schema: pgtest.Schema(t),
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer b.Close()
+	if err := b.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := b.Watch(wctx)
@@ -349,10 +358,30 @@ func TestListenerReconnects(t *testing.T) {
 	// Notifications sent while it was away are lost: every subscriber is
 	// woken once it is back.
 	wake("the listener reconnected")
+	if l := logs.String(); !strings.Contains(l, "listener lost") || !strings.Contains(l, "listener back") {
+		t.Errorf("logs %q: want the loss and the return", l)
+	}
 	if err := b.Release(ctx, g.Lease); err != nil {
 		t.Fatal(err)
 	}
 	wake("released after the listener reconnected")
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // Prune deletes what outlived its retention, and only that; a tick whose
