@@ -66,17 +66,22 @@ func (s *WorkerStore) Fetch(ctx context.Context, consumer string, streams []stri
 		}
 		// Entries taken are returned even when ctx ends meanwhile.
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		out, again, err := s.fetchOnce(qctx, consumer, streams, max)
+		out, moved, skipped, err := s.fetchOnce(qctx, consumer, streams, max)
 		cancel()
 		if err != nil || len(out) > 0 {
 			return out, err
 		}
-		if again {
-			continue
+		if moved {
+			continue // passed entries of other groups: there may be more
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
 			return nil, nil
+		}
+		if skipped {
+			// Another consumer is fetching from some of the streams: look
+			// again when it is done, which is soon.
+			left = min(left, 10*time.Millisecond)
 		}
 		t := time.NewTimer(left)
 		select {
@@ -90,12 +95,12 @@ func (s *WorkerStore) Fetch(ctx context.Context, consumer string, streams []stri
 	}
 }
 
-// fetchOnce takes what there is. again is true when it moved a cursor
-// without taking anything (entries of other groups) or found a stream
-// locked by another fetch: worth looking again soon.
-func (s *WorkerStore) fetchOnce(ctx context.Context, consumer string, streams []string, max int) (out []*worker.Delivery, again bool, err error) {
+// fetchOnce takes what there is. moved is true when it moved a cursor
+// without taking anything (past entries of other groups), skipped when
+// another fetch held the cursor of one of the streams.
+func (s *WorkerStore) fetchOnce(ctx context.Context, consumer string, streams []string, max int) (out []*worker.Delivery, moved, skipped bool, err error) {
 	if err := s.ensureCursors(ctx, streams); err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	s.mu.Lock()
 	s.rot++
@@ -113,8 +118,10 @@ func (s *WorkerStore) fetchOnce(ctx context.Context, consumer string, streams []
 		if _, err := pgx.ForEachRow(rows, []any{&st, &last}, func() error { cur[st] = last; return nil }); err != nil {
 			return err
 		}
-		if len(cur) < len(streams) {
-			again = true
+		for _, k := range streams {
+			if _, ok := cur[k]; !ok {
+				skipped = true
+			}
 		}
 		// Start at a different stream each time, so none starves.
 		var locked []string
@@ -137,7 +144,7 @@ func (s *WorkerStore) fetchOnce(ctx context.Context, consumer string, streams []
 		if err != nil {
 			return err
 		}
-		moved := map[string]int64{}
+		to := map[string]int64{}
 		var ids []int64
 		var pstreams, pjobs []string
 		var ord int32
@@ -148,7 +155,7 @@ func (s *WorkerStore) fetchOnce(ctx context.Context, consumer string, streams []
 					return nil
 				}
 				k := locked[ord]
-				moved[k] = e.id
+				to[k] = e.id
 				if e.grp != nil && *e.grp != s.group {
 					return nil // another group's retry or replay
 				}
@@ -161,15 +168,13 @@ func (s *WorkerStore) fetchOnce(ctx context.Context, consumer string, streams []
 		if err != nil {
 			return err
 		}
-		if len(moved) == 0 {
+		if len(to) == 0 {
 			return nil
 		}
-		if len(out) == 0 {
-			again = true
-		}
+		moved = len(out) == 0
 		var ms []string
 		var mv []int64
-		for k, v := range moved {
+		for k, v := range to {
 			ms, mv = append(ms, k), append(mv, v)
 		}
 		batch := &pgx.Batch{}
@@ -183,9 +188,9 @@ func (s *WorkerStore) fetchOnce(ctx context.Context, consumer string, streams []
 		return tx.SendBatch(ctx, batch).Close()
 	})
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
-	return out, again, nil
+	return out, moved, skipped, nil
 }
 
 // ensureCursors creates the group's cursors of streams it has not seen,
