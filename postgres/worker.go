@@ -131,6 +131,7 @@ func (s *WorkerStore) fetchOnce(ctx context.Context, consumer string, streams []
 			k := streams[(i+rot)%len(streams)]
 			if l, ok := cur[k]; ok {
 				locked, lasts, ords = append(locked, k), append(lasts, l), append(ords, int32(len(ords)))
+				delete(cur, k) // a stream named twice is read once
 			}
 		}
 		if len(locked) == 0 {
