@@ -43,7 +43,11 @@ var (
 // does not; it fails the test when neither works.
 func Ensure(tb testing.TB) {
 	tb.Helper()
-	once.Do(func() { startErr = ensure() })
+	once.Do(func() {
+		if startErr = ensure(); startErr == nil {
+			dropStale()
+		}
+	})
 	if startErr != nil {
 		tb.Fatalf("pgtest: %v", startErr)
 	}
@@ -85,6 +89,33 @@ func ensure() error {
 			return fmt.Errorf("PostgreSQL %s started but does not answer on %s: %w", v, URL(), err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// dropStale drops the schemas of test processes that died before their
+// cleanup (a killed or timed-out go test): their pid is gone.
+func dropStale() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, URL())
+	if err != nil {
+		return
+	}
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'ot\_test\_%'`)
+	if err != nil {
+		return
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		pid, _, _ := strings.Cut(strings.TrimPrefix(n, "ot_test_"), "_")
+		if _, err := os.Stat("/proc/" + pid); !os.IsNotExist(err) {
+			continue
+		}
+		_, _ = c.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{n}.Sanitize()+" CASCADE")
 	}
 }
 
