@@ -139,6 +139,13 @@
 // calls it periodically. Streams are also trimmed by each tick's MaxLen
 // at every claim, and terms to HistoryLen at every acquisition.
 //
+// # Connection poolers
+//
+// The LISTEN connection needs a session of its own, and pgx caches
+// prepared statements per connection: behind PgBouncer, point onetick at
+// it in session mode, or add default_query_exec_mode=exec to the URL and
+// accept that standbys and waiting workers fall back to their timers.
+//
 // # What PostgreSQL gives, and what not
 //
 // Every acknowledged claim, lease change and worker settlement is
