@@ -83,7 +83,9 @@
 // records (the primary key on the tick id: a concurrent writer of the same
 // tick makes it Duplicate), the entries of the ticks whose record it
 // wrote and the moved last-fired slots; then it trims the streams to
-// MaxLen, drops spent pause intervals and sends NOTIFY. A claim of ten
+// MaxLen (approximately, as XADD MAXLEN ~ does: finding the cut costs
+// MaxLen index reads, so a claim that appended n entries trims with
+// probability 10n/MaxLen), drops spent pause intervals and sends NOTIFY. A claim of ten
 // thousand ticks is one transaction of a few round trips. Whatever fails,
 // including the connection dying mid-transaction, rolls all of it back.
 //

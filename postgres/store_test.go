@@ -513,6 +513,29 @@ func TestTrimmedEntryInFlight(t *testing.T) {
 	}
 }
 
+// One tick at a time, a stream stays near its MaxLen: trimmed about
+// every other claim here, never below MaxLen.
+func TestMaxLenOneAtATime(t *testing.T) {
+	ctx := ctxT(t)
+	b := open(t)
+	defer b.Close()
+	g, err := b.Acquire(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0 := onetick.SlotOf(time.Now().Add(-time.Hour).Truncate(time.Second))
+	for i := range 200 {
+		tk := onetick.Tick{Job: "j", Slot: s0 + onetick.Slot(i*1000), Stream: "ml", Payload: "{}", Retention: time.Hour, MaxLen: 20}
+		if _, err := b.Claim(ctx, g.Lease, []onetick.Tick{tk}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := b.ReadStream(ctx, "ml", 0)
+	if err != nil || len(recs) < 20 || len(recs) > 60 || recs[len(recs)-1].Slot != s0+199000 {
+		t.Fatalf("%d entries (%v), want between 20 and 60 ending with the newest", len(recs), err)
+	}
+}
+
 func TestOptionsAndURL(t *testing.T) {
 	for in, want := range map[string]string{
 		"postgres://127.0.0.1:5432/db":             "postgres://127.0.0.1:5432/db",
