@@ -1,6 +1,7 @@
-# onetick: `make test` installs what the tests need (redis-server, promtool)
-# when it is missing, then runs vet, the race-enabled tests and the alert
-# rule tests. `make run` starts onetick on its embedded default.
+# onetick: `make test` installs what the tests need (redis-server, promtool,
+# chromium, PostgreSQL) when it is missing and starts PostgreSQL, then runs
+# vet, the race-enabled tests and the alert rule tests. `make run` starts
+# onetick on its embedded default.
 
 GO ?= go
 export PATH := $(PATH):/usr/sbin:/usr/bin
@@ -39,6 +40,7 @@ fuzz:
 	$(GO) test -run xxx -fuzz FuzzClaimDamage -fuzztime 60s ./memory/
 	$(GO) test -run xxx -fuzz FuzzClaimDamage -fuzztime 60s ./redis/
 	$(GO) test -run xxx -fuzz FuzzClaim -fuzztime 60s ./sqlite/
+	$(GO) test -run xxx -fuzz FuzzClaimDamage -fuzztime 60s ./postgres/
 	$(GO) test -run xxx -fuzz FuzzParseSecret -fuzztime 30s ./executor/webhook/
 	$(GO) test -run xxx -fuzz FuzzVerify -fuzztime 30s ./executor/webhook/
 	$(GO) test -run xxx -fuzz FuzzParseRetryAfter -fuzztime 30s ./executor/

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs what the tests need when it is missing: redis-server (the tests
-# start their own on free ports), promtool (alert rule tests) and chromium
-# (the status page is tested in headless Chromium), from Debian's packages.
-# Idempotent; prints what it does.
+# start their own on free ports), promtool (alert rule tests), chromium
+# (the status page is tested in headless Chromium) and PostgreSQL (the
+# postgres backend's tests use the server on 127.0.0.1:5432 with trust
+# authentication for user postgres), from Debian's packages; then starts
+# the PostgreSQL cluster when it is not running. Idempotent; prints what it
+# does.
 set -euo pipefail
 
 need=()
@@ -11,16 +14,40 @@ command -v promtool >/dev/null 2>&1 || [ -x /usr/bin/promtool ] || need+=(promet
 # Without recommends Chromium brings no font; DejaVu gives the page's
 # screenshots legible text on a bare machine.
 command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-dejavu-core)
-if [ ${#need[@]} -eq 0 ]; then
-  exit 0
+pg_new=false
+if ! ls -d /etc/postgresql/*/main >/dev/null 2>&1; then
+  need+=(postgresql)
+  pg_new=true
 fi
-echo "install-deps: installing ${need[*]}"
 SUDO=""
 if [ "$(id -u)" != 0 ]; then
   if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
     echo "install-deps: need root (or sudo) to apt-get install ${need[*]}" >&2; exit 1
   fi
 fi
+
+# start_postgres starts the installed cluster unless it runs; on a cluster
+# this script installed, it first lets the tests in: listen on 127.0.0.1,
+# trust local connections (a test-only server).
+start_postgres() {
+  local v
+  v=$(ls /etc/postgresql | sort -V | tail -n1)
+  if $pg_new; then
+    echo "install-deps: PostgreSQL $v: listen on 127.0.0.1:5432, trust authentication (for the tests)"
+    printf "listen_addresses = '127.0.0.1'\nport = 5432\n" | $SUDO tee "/etc/postgresql/$v/main/conf.d/90-onetick-tests.conf" >/dev/null
+    $SUDO sed -i '1i local all all trust\nhost all all 127.0.0.1/32 trust' "/etc/postgresql/$v/main/pg_hba.conf"
+  fi
+  if ! pg_lsclusters -h "$v" main 2>/dev/null | grep -q online; then
+    echo "install-deps: starting PostgreSQL $v"
+    $SUDO pg_ctlcluster --skip-systemctl-redirect "$v" main start
+  fi
+}
+
+if [ ${#need[@]} -eq 0 ]; then
+  start_postgres
+  exit 0
+fi
+echo "install-deps: installing ${need[*]}"
 export DEBIAN_FRONTEND=noninteractive
 # Don't let the packages start their own services (they would take the
 # standard ports); the tests start what they need.
@@ -34,3 +61,4 @@ $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
 command -v redis-server >/dev/null
 command -v promtool >/dev/null
 command -v chromium >/dev/null
+start_postgres

@@ -1,0 +1,71 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/onetick/onetick"
+)
+
+// BenchmarkClaim claims and enqueues batches of ticks (one job per tick,
+// each iteration the next slot) against the real PostgreSQL: one
+// transaction per batch. ticks/s is the figure to compare with the Redis
+// backend's BenchmarkClaim (same batches, streams and MaxLen).
+func BenchmarkClaim(b *testing.B) {
+	for _, n := range []int{1, 100, 10000} {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			be := open(b)
+			defer be.Close()
+			g, err := be.Acquire(ctx, "bench", time.Hour)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ticks := make([]onetick.Tick, n)
+			for i := range ticks {
+				ticks[i] = onetick.Tick{Job: fmt.Sprintf("job-%05d", i), Stream: fmt.Sprintf("s:%d", i%16),
+					Payload: `{"task":"bench"}`, Retention: 3 * time.Second, MaxLen: 1000}
+			}
+			base := onetick.SlotOf(time.Now().Add(-24 * time.Hour))
+			b.ResetTimer()
+			start := time.Now()
+			for it := 0; it < b.N; it++ {
+				for i := range ticks {
+					ticks[i].Slot = base + onetick.Slot(it)
+				}
+				res, err := be.Claim(ctx, g.Lease, ticks)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Outcomes[0] != onetick.Claimed {
+					b.Fatalf("outcome %v", res.Outcomes[0])
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "ticks/s")
+		})
+	}
+}
+
+// BenchmarkProduce is one leader term per claim of one tick (acquire,
+// claim, release): what the worker suite's producer does.
+func BenchmarkProduce(b *testing.B) {
+	ctx := context.Background()
+	be := open(b)
+	defer be.Close()
+	base := onetick.SlotOf(time.Now().Add(-24 * time.Hour))
+	b.ResetTimer()
+	for it := 0; it < b.N; it++ {
+		g, err := be.Acquire(ctx, "p", time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := be.Claim(ctx, g.Lease, []onetick.Tick{{Job: "j", Slot: base + onetick.Slot(it), Stream: "s", Payload: "{}", Retention: time.Minute}}); err != nil {
+			b.Fatal(err)
+		}
+		if err := be.Release(ctx, g.Lease); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,260 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/onetick/onetick"
+)
+
+// maxIntervals bounds the pause intervals kept per job, as in Redis.
+const maxIntervals = 16
+
+// Pause implements onetick.Controller.
+func (b *Backend) Pause(ctx context.Context, job string, a onetick.Actor) (onetick.JobControl, error) {
+	return b.control(ctx, job, a, true)
+}
+
+// Resume implements onetick.Controller.
+func (b *Backend) Resume(ctx context.Context, job string, a onetick.Actor) (onetick.JobControl, error) {
+	return b.control(ctx, job, a, false)
+}
+
+// control pauses or resumes job in one transaction, serialized with every
+// other pause and resume of the schema by an advisory lock.
+func (b *Backend) control(ctx context.Context, job string, a onetick.Actor, pause bool) (onetick.JobControl, error) {
+	var c onetick.JobControl
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, lockSQL, b.lockKey("controls")); err != nil {
+			return err
+		}
+		iv, err := b.readPauses(ctx, tx, job)
+		if err != nil {
+			return err
+		}
+		var at time.Time
+		if err := tx.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&at); err != nil {
+			return err
+		}
+		now := onetick.SlotOf(at)
+		open := len(iv) > 0 && iv[len(iv)-1].Until.IsZero()
+		action, detail := "resume", ""
+		batch := &pgx.Batch{}
+		switch {
+		case pause && open:
+			action, detail = "pause", "already paused"
+		case pause:
+			action = "pause"
+			// A pause in the millisecond a resume closed reopens that
+			// (empty) interval.
+			batch.Queue(b.q(`INSERT INTO {s}.pauses (job, since_ms) VALUES ($1, $2)
+				ON CONFLICT (job, since_ms) DO UPDATE SET until_ms = NULL`), job, int64(now))
+			batch.Queue(b.q(`DELETE FROM {s}.pauses WHERE job = $1 AND since_ms < (SELECT since_ms FROM {s}.pauses
+				WHERE job = $1 ORDER BY since_ms DESC OFFSET $2 LIMIT 1)`), job, maxIntervals-1)
+			c.Changed = true
+		case !open:
+			detail = "was not paused"
+		default:
+			batch.Queue(b.q(`UPDATE {s}.pauses SET until_ms = greatest($2, since_ms) WHERE job = $1 AND until_ms IS NULL`), job, int64(now))
+			c.Changed = true
+		}
+		if pause || c.Changed {
+			batch.Queue(b.q(`INSERT INTO {s}.job_controls (job, paused, who, reason, at) VALUES ($1, $2, $3, $4, $5)
+				ON CONFLICT (job) DO UPDATE SET paused = excluded.paused, who = excluded.who, reason = excluded.reason, at = excluded.at`),
+				job, pause, a.Who, a.Reason, at)
+			batch.Queue(b.q(`INSERT INTO {s}.control_version (id, version) VALUES (true, 1)
+				ON CONFLICT (id) DO UPDATE SET version = control_version.version + 1`))
+		}
+		batch.Queue(b.q(`INSERT INTO {s}.control_log (action, job, who, reason, at, detail) VALUES ($1, $2, $3, $4, $5, $6)`),
+			action, job, a.Who, a.Reason, at, detail)
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return err
+		}
+		if iv, err = b.readPauses(ctx, tx, job); err != nil {
+			return err
+		}
+		c.Actor, c.At, c.Intervals = a, at.UTC(), iv
+		c.Paused = len(iv) > 0 && iv[len(iv)-1].Until.IsZero()
+		return nil
+	})
+	return c, err
+}
+
+// readPauses reads one job's pause intervals; damaged ones are a
+// *DamageError.
+func (b *Backend) readPauses(ctx context.Context, tx pgx.Tx, job string) ([]onetick.PauseInterval, error) {
+	var iv []onetick.PauseInterval
+	var dmg *onetick.DamageError
+	batch := &pgx.Batch{}
+	b.queuePauses(batch, []string{job}, func(_ string, v []onetick.PauseInterval, bad *onetick.DamageError) {
+		iv, dmg = v, bad
+	})
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, err
+	}
+	if dmg != nil {
+		return nil, dmg
+	}
+	return iv, nil
+}
+
+// Controls implements onetick.Controller. A job whose pause rows are
+// damaged is left out and returned as a DamageErrors with the rest.
+func (b *Backend) Controls(ctx context.Context) (map[string]onetick.JobControl, int64, error) {
+	out := map[string]onetick.JobControl{}
+	var bad onetick.DamageErrors
+	type info struct {
+		who, reason string
+		at          time.Time
+	}
+	infos := map[string]info{}
+	var version int64
+	batch := &pgx.Batch{}
+	b.queuePauses(batch, nil, func(job string, iv []onetick.PauseInterval, d *onetick.DamageError) {
+		if d != nil {
+			bad = append(bad, d)
+			return
+		}
+		out[job] = onetick.JobControl{Intervals: iv, Paused: iv[len(iv)-1].Until.IsZero()}
+	})
+	batch.Queue(b.q(`SELECT job, who, reason, at FROM {s}.job_controls`)).Query(func(rows pgx.Rows) error {
+		var job string
+		var in info
+		_, err := pgx.ForEachRow(rows, []any{&job, &in.who, &in.reason, &in.at}, func() error { infos[job] = in; return nil })
+		return err
+	})
+	batch.Queue(b.q(`SELECT coalesce((SELECT version FROM {s}.control_version), 0)`)).QueryRow(func(r pgx.Row) error {
+		return r.Scan(&version)
+	})
+	if err := b.pool.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, 0, err
+	}
+	for job, c := range out {
+		if in, ok := infos[job]; ok {
+			c.Actor, c.At = onetick.Actor{Who: in.who, Reason: in.reason}, in.at.UTC()
+			out[job] = c
+		}
+	}
+	if bad != nil {
+		return out, version, bad
+	}
+	return out, version, nil
+}
+
+// ControlsVersion implements onetick.Controller.
+func (b *Backend) ControlsVersion(ctx context.Context) (int64, error) {
+	var v int64
+	err := b.pool.QueryRow(ctx, b.q(`SELECT coalesce((SELECT version FROM {s}.control_version), 0)`)).Scan(&v)
+	return v, err
+}
+
+// Enqueue implements onetick.Controller: the claim's write without the
+// fence, the last-fired rule or pauses, deduplicated by the records.
+func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.Actor) (onetick.ClaimResult, error) {
+	if len(ticks) == 0 {
+		return onetick.ClaimResult{}, nil
+	}
+	job, action := ticks[0].Job, onetick.KindBackfill
+	if ticks[0].Key != "" {
+		action = onetick.KindTrigger
+	}
+	for _, t := range ticks {
+		kind := onetick.KindBackfill
+		if t.Key != "" {
+			kind = onetick.KindTrigger
+		}
+		if t.Job != job || kind != action {
+			return onetick.ClaimResult{}, errors.New("postgres: one Enqueue takes the triggers or the backfill of one job")
+		}
+	}
+	detail := ticks[0].ID()
+	if action == onetick.KindBackfill {
+		detail = ticks[0].Slot.String() + " .. " + ticks[len(ticks)-1].Slot.String()
+	}
+	token := "manual|" + a.Who
+	var res onetick.ClaimResult
+	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		var now, epoch int64
+		var at time.Time
+		if err := tx.QueryRow(ctx, b.q(`SELECT clock_timestamp(), {s}.ms(clock_timestamp()),
+				coalesce((SELECT epoch FROM {s}.election), 0)`)).Scan(&at, &now, &epoch); err != nil {
+			return err
+		}
+		ids := make([]string, len(ticks))
+		for i, t := range ticks {
+			ids[i] = t.ID()
+		}
+		seen := map[string]bool{}
+		rows, err := tx.Query(ctx, b.q(`SELECT tick FROM {s}.ticks WHERE tick = ANY($1) AND keep_until > $2`), ids, now)
+		if err != nil {
+			return err
+		}
+		var id string
+		if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { seen[id] = true; return nil }); err != nil {
+			return err
+		}
+		res = onetick.ClaimResult{StoreTime: msTime(now), Outcomes: make([]onetick.Outcome, len(ticks))}
+		limit := now + b.opts.ClockTolerance.Milliseconds()
+		var plan []wtick
+		for i := range ticks {
+			t := &ticks[i]
+			w := wtick{t: t, id: ids[i], slot: int64(t.Slot), keep: keepFor(int64(t.Slot), now, t.Retention), ooo: true, kind: action}
+			if action == onetick.KindTrigger {
+				w.slot, w.keep = now, keepFor(now, now, t.Retention)
+			}
+			switch {
+			case action == onetick.KindBackfill && w.slot > limit:
+				res.Outcomes[i] = onetick.Early
+			case seen[w.id]:
+				res.Outcomes[i] = onetick.Duplicate
+			default:
+				seen[w.id] = true
+				res.Outcomes[i] = onetick.Claimed
+				plan = append(plan, w)
+			}
+		}
+		n := 0
+		if len(plan) > 0 {
+			wr, err := b.writeTicks(ctx, tx, plan, token, epoch, token, now, nil)
+			if err != nil {
+				return err
+			}
+			for i := range ticks {
+				if res.Outcomes[i] == onetick.Claimed && !wr[ids[i]] {
+					res.Outcomes[i] = onetick.Duplicate // a concurrent request wrote it
+				}
+				if res.Outcomes[i] == onetick.Claimed {
+					n++
+				}
+			}
+		}
+		_, err = tx.Exec(ctx, b.q(`INSERT INTO {s}.control_log (action, job, who, reason, at, detail) VALUES ($1, $2, $3, $4, $5, $6)`),
+			action, job, a.Who, a.Reason, at, fmt.Sprintf("%s (%d of %d enqueued)", detail, n, len(ticks)))
+		return err
+	})
+	if err != nil {
+		return onetick.ClaimResult{}, err
+	}
+	return res, nil
+}
+
+// ControlLog implements onetick.Controller.
+func (b *Backend) ControlLog(ctx context.Context, n int) ([]onetick.ControlRecord, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	rows, err := b.pool.Query(ctx, b.q(`SELECT action, job, who, reason, at, detail FROM {s}.control_log ORDER BY id DESC LIMIT $1`), n)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (onetick.ControlRecord, error) {
+		var c onetick.ControlRecord
+		err := r.Scan(&c.Action, &c.Job, &c.Who, &c.Reason, &c.At, &c.Detail)
+		c.At = c.At.UTC()
+		return c, err
+	})
+}
