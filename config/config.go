@@ -61,6 +61,24 @@ type Backend struct {
 	// Memory selects the in-process store: state lost on exit (tests,
 	// demos).
 	Memory bool `yaml:"memory"`
+	// Postgres is a PostgreSQL database.
+	Postgres *Postgres `yaml:"postgres"`
+}
+
+// Postgres configures the PostgreSQL backend.
+type Postgres struct {
+	// URL is postgres://user:password@host:port/db?sslmode=... (any form
+	// pgx accepts). It may carry credentials: never log it unmasked.
+	URL string `yaml:"url"`
+	// Schema holds onetick's tables; default "onetick". Several fleets can
+	// share a database with one schema each.
+	Schema string `yaml:"schema"`
+	// ClockTolerance: claims for slots further ahead of the database's
+	// clock are refused. Default 100ms.
+	ClockTolerance Duration `yaml:"clock_tolerance"`
+	// EntryRetention deletes stream entries older than this; default 0:
+	// kept (trim per job with max_len).
+	EntryRetention Duration `yaml:"entry_retention"`
 }
 
 // FileStore configures the durable embedded store.

@@ -593,7 +593,10 @@ func (p *parser) backend(e entry) string {
 	if m == nil || !ok {
 		return DefaultPrefix
 	}
-	sec := p.fields(p.entries(m, "backend"), "backend", "backend", "redis", "file", "memory")
+	sec := p.fields(p.entries(m, "backend"), "backend", "backend", "redis", "file", "memory", "postgres")
+	if x, ok := sec["postgres"]; ok && !isNull(x.val) {
+		p.postgres(x)
+	}
 	if x, ok := sec["file"]; ok && !isNull(x.val) {
 		fm, ok := p.mapping(x.val, x.line, "backend.file")
 		if ok {
@@ -615,13 +618,13 @@ func (p *parser) backend(e entry) string {
 		}
 	}
 	n := 0
-	for _, k := range []string{"redis", "file", "memory"} {
+	for _, k := range []string{"redis", "file", "memory", "postgres"} {
 		if _, ok := sec[k]; ok {
 			n++
 		}
 	}
 	if n > 1 {
-		p.errorf(e.line, "backend", "give one of redis, file and memory")
+		p.errorf(e.line, "backend", "give one of redis, postgres, file and memory")
 	}
 	if r, ok := sec["redis"]; ok {
 		return p.redis(r)

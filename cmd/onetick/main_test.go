@@ -217,6 +217,7 @@ type logEvent struct {
 	Msg   string    `json:"msg"`
 	Addr  string    `json:"addr"`
 	Epoch int64     `json:"epoch"`
+	Raw   string    `json:"-"` // the whole line
 }
 
 type lineBuf struct {
@@ -249,6 +250,7 @@ func startProc(t *testing.T, name string, args ...string) *proc {
 				t.Logf("%s: %s", name, sc.Text())
 				continue
 			}
+			ev.Raw = sc.Text()
 			if ev.Msg == "http listening" {
 				p.addr <- ev.Addr
 			}

@@ -42,7 +42,7 @@ func cmdRepair(ctx context.Context, args []string, env Env) error {
 	}
 	found, err := b.Inspect(ctx, streams)
 	if err != nil {
-		return fmt.Errorf("inspecting %s: %v", f.MaskedRedisURL(), err)
+		return fmt.Errorf("inspecting %s: %v", f.MaskedStore(), err)
 	}
 	out := env.Stdout
 	if len(found) == 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
 	"github.com/onetick/onetick/memory"
+	otpostgres "github.com/onetick/onetick/postgres"
 	otredis "github.com/onetick/onetick/redis"
 	"github.com/onetick/onetick/sqlite"
 	"github.com/onetick/onetick/worker"
@@ -45,6 +47,9 @@ func applyRedisOverride(f *config.File, flagURL string, env Env) error {
 	}
 	if _, err := goredis.ParseURL(u); err != nil {
 		return badInput("%s: invalid Redis URL %s: %v", src, otredis.MaskURL(u), err)
+	}
+	if f.Backend.Postgres != nil {
+		return badInput("%s: %s uses PostgreSQL (backend.postgres); a Redis URL does not apply", src, f.Path)
 	}
 	if f.Backend.Redis == nil {
 		f.Backend.Redis = &config.Redis{Prefix: config.DefaultPrefix, ClockTolerance: config.Duration(config.DefaultClockTolerance)}
@@ -80,6 +85,9 @@ func embedded(f *config.File, data string, inMemory bool, env Env) (path string,
 // Without a Redis section it is the embedded one: the durable file store
 // at path, or the in-process store when path is "".
 func openBackend(ctx context.Context, f *config.File, path string) (onetick.Backend, error) {
+	if f.Backend.Postgres != nil {
+		return openPostgres(ctx, f)
+	}
 	if f.Backend.Redis == nil {
 		if path != "" {
 			b, err := sqlite.Open(path, sqlite.Options{})
@@ -102,6 +110,49 @@ func openBackend(ctx context.Context, f *config.File, path string) (onetick.Back
 		return nil, fmt.Errorf("cannot reach Redis at %s: %v", f.MaskedRedisURL(), err)
 	}
 	return ownedRedis{b, client}, nil
+}
+
+// openPostgres opens the PostgreSQL backend and brings its schema to the
+// latest version (Migrate is safe when replicas start together: it holds
+// an advisory lock).
+func openPostgres(ctx context.Context, f *config.File) (onetick.Backend, error) {
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	b, err := otpostgres.Open(pctx, f.Backend.Postgres.URL, f.PostgresOptions())
+	if err != nil {
+		return nil, usageError{err}
+	}
+	if err := b.Ping(pctx); err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("cannot reach PostgreSQL at %s: %v", f.MaskedPostgresURL(), err)
+	}
+	if err := b.Migrate(pctx); err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("migrating schema %s at %s: %v", f.Backend.Postgres.Schema, f.MaskedPostgresURL(), err)
+	}
+	return b, nil
+}
+
+// prunePeriodically deletes expired PostgreSQL rows every minute (what
+// Redis expires by itself). Every replica does it; two deleting the same
+// rows is harmless.
+func prunePeriodically(ctx context.Context, b *otpostgres.Backend, log *slog.Logger) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p, err := b.Prune(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("pruning expired rows failed", "err", err)
+		case err == nil:
+			log.Debug("pruned expired rows", "pruned", fmt.Sprintf("%+v", p))
+		}
+	}
 }
 
 // ownedRedis closes the client it was opened with.
@@ -194,11 +245,11 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	default:
 		return badInput("--role: must be both, scheduler or worker, got %q", *role)
 	}
-	if (*data != "" || *inMemory) && f.Backend.Redis != nil {
-		return badInput("--data and --memory choose the embedded backend, and this configuration uses Redis")
+	if (*data != "" || *inMemory) && f.Shared() {
+		return badInput("--data and --memory choose the embedded backend, and %s uses %s", f.Path, f.MaskedStore())
 	}
 	statePath := ""
-	if f.Backend.Redis == nil {
+	if !f.Shared() {
 		p, mem, err := embedded(f, *data, *inMemory, env)
 		if err != nil {
 			return err
@@ -225,6 +276,8 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	}
 	defer b.Close()
 	switch {
+	case f.Backend.Postgres != nil:
+		log.Info("using PostgreSQL", "store", describeStore(ctx, f, b))
 	case f.Backend.Redis == nil && statePath != "":
 		log.Info("using the durable file store: one host, state survives a restart; ticks go to standard output as JSON lines",
 			"file", b.(*sqlite.Backend).Path())
@@ -305,6 +358,13 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 			go func() {
 				defer wg.Done()
 				_ = sched.Run(runCtx)
+			}()
+		}
+		if pg, ok := b.(*otpostgres.Backend); ok {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				prunePeriodically(runCtx, pg, log)
 			}()
 		}
 		if w != nil {

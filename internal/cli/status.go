@@ -34,7 +34,7 @@ func cmdStatus(ctx context.Context, args []string, env Env) error {
 	defer cancel()
 	st, err := onetick.ReadStatus(sctx, b, jobs, *history)
 	if err != nil {
-		return fmt.Errorf("reading status from %s: %v", f.MaskedRedisURL(), err)
+		return fmt.Errorf("reading status from %s: %v", f.MaskedStore(), err)
 	}
 	runs := readRuns(sctx, f, b)
 	if !*asJSON {

@@ -39,7 +39,7 @@ func (sf storeFlags) open(ctx context.Context, name string, pos []string, env En
 		return nil, nil, nil, err
 	}
 	path := ""
-	if f.Backend.Redis == nil {
+	if !f.Shared() {
 		p, mem, err := embedded(f, *sf.data, false, env)
 		if err != nil {
 			return nil, nil, nil, err
@@ -52,7 +52,7 @@ func (sf storeFlags) open(ctx context.Context, name string, pos []string, env En
 		}
 		path = p
 	} else if *sf.data != "" {
-		return nil, nil, nil, badInput("--data is for the file store, and %s uses Redis", f.Path)
+		return nil, nil, nil, badInput("--data is for the file store, and %s uses %s", f.Path, f.MaskedStore())
 	}
 	jobs, err := f.OneTickJobs()
 	if err != nil {

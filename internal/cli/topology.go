@@ -9,6 +9,7 @@ import (
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
+	otpostgres "github.com/onetick/onetick/postgres"
 	otredis "github.com/onetick/onetick/redis"
 	"github.com/onetick/onetick/sqlite"
 )
@@ -16,6 +17,9 @@ import (
 // describeStore says which store a replica uses and, for Sentinel and
 // Cluster, which primary it sees now: for `onetick status` and /readyz.
 func describeStore(ctx context.Context, f *config.File, b onetick.Backend) string {
+	if pg, ok := b.(*otpostgres.Backend); ok {
+		return describePostgres(ctx, f, pg)
+	}
 	r := f.Backend.Redis
 	if r == nil {
 		if sb, ok := b.(*sqlite.Backend); ok {
@@ -58,4 +62,21 @@ func describeStore(ctx context.Context, f *config.File, b onetick.Backend) strin
 		return fmt.Sprintf("redis cluster, primary %s%s", node, durability)
 	}
 	return "redis " + f.MaskedRedisURL() + durability
+}
+
+// describePostgres names the database, its server and whether it is a
+// primary (a replica in recovery cannot take writes).
+func describePostgres(ctx context.Context, f *config.File, b *otpostgres.Backend) string {
+	out := f.MaskedStore()
+	var version string
+	var recovery bool
+	err := b.Pool().QueryRow(ctx, `SELECT current_setting('server_version'), pg_is_in_recovery()`).Scan(&version, &recovery)
+	if err != nil {
+		return out + " (unreachable: " + err.Error() + ")"
+	}
+	role := "primary"
+	if recovery {
+		role = "standby (read-only: claims will fail)"
+	}
+	return out + ", PostgreSQL " + version + " " + role
 }

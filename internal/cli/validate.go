@@ -36,9 +36,12 @@ func cmdValidate(args []string, env Env) error {
 	if _, err := f.TLSConfig(); err != nil {
 		return usageError{err}
 	}
-	backend := "embedded (in-process, single replica)"
-	if f.Backend.Redis != nil {
-		backend = "redis " + f.MaskedRedisURL()
+	backend := "embedded (file store, single replica)"
+	switch {
+	case f.Shared():
+		backend = f.MaskedStore()
+	case f.Backend.Memory:
+		backend = "embedded (in-process, single replica)"
 	}
 	fmt.Fprintf(env.Stdout, "%s: ok: %d jobs, backend %s, lease ttl %s renew %s\n",
 		f.Path, len(f.Jobs), backend, f.Lease.TTL, f.Lease.Renew)

@@ -13,6 +13,7 @@ import (
 	"github.com/onetick/onetick/config"
 	"github.com/onetick/onetick/executor"
 	"github.com/onetick/onetick/memory"
+	otpostgres "github.com/onetick/onetick/postgres"
 	"github.com/onetick/onetick/sqlite"
 	"github.com/onetick/onetick/worker"
 )
@@ -32,6 +33,8 @@ func workStoreOf(b onetick.Backend, group string) (workStore, error) {
 	case *memory.Backend:
 		return x.WorkerStore(group), nil
 	case *sqlite.Backend:
+		return x.WorkerStore(group), nil
+	case *otpostgres.Backend:
 		return x.WorkerStore(group), nil
 	}
 	return nil, fmt.Errorf("the %T backend has no worker store", b)

@@ -1,0 +1,110 @@
+package config
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/onetick/onetick/postgres"
+)
+
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,39}$`)
+
+func (p *parser) postgres(e entry) {
+	const path = "backend.postgres"
+	m, ok := p.mapping(e.val, e.line, path)
+	if !ok {
+		return
+	}
+	pg := &Postgres{Schema: "onetick", ClockTolerance: Duration(DefaultClockTolerance)}
+	p.f.Backend.Postgres = pg
+	var sec map[string]entry
+	if m != nil {
+		sec = p.fields(p.entries(m, path), path, path, "url", "schema", "clock_tolerance", "entry_retention")
+	}
+	if x, ok := sec["url"]; ok {
+		pg.URL, _ = p.str(x, path+".url")
+		if pg.URL != "" {
+			p.secrets = append(p.secrets, pg.URL)
+			if pw := urlPassword(pg.URL); pw != "" {
+				p.secrets = append(p.secrets, pw)
+			}
+			if !strings.HasPrefix(pg.URL, "postgres://") && !strings.HasPrefix(pg.URL, "postgresql://") {
+				p.errorf(x.line, path+".url", "want a URL postgres://user@host:port/db (keyword=value connection strings are not accepted; the value is not shown, it may hold a password)")
+			}
+		}
+	}
+	if pg.URL == "" {
+		p.errorf(e.line, path+".url", "is required (for example postgres://onetick@127.0.0.1:5432/onetick)")
+	}
+	if x, ok := sec["schema"]; ok {
+		if v, ok := p.str(x, path+".schema"); ok && v != "" {
+			if !schemaName.MatchString(v) {
+				p.errorf(x.line, path+".schema", "want lower-case letters, digits and _ (at most 40), starting with a letter or _, got %q", short(v))
+			}
+			pg.Schema = v
+		}
+	}
+	for _, k := range []struct {
+		key string
+		dst *Duration
+	}{{"clock_tolerance", &pg.ClockTolerance}, {"entry_retention", &pg.EntryRetention}} {
+		if x, ok := sec[k.key]; ok {
+			if d, ok := p.dur(x, path+"."+k.key); ok {
+				if d < 0 {
+					p.errorf(x.line, path+"."+k.key, "must not be negative, got %s", d)
+				} else if d != 0 {
+					*k.dst = d
+				}
+			}
+		}
+	}
+}
+
+// urlPassword returns the password part of a URL, for redaction.
+func urlPassword(raw string) string {
+	_, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return ""
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return ""
+	}
+	_, pw, _ := strings.Cut(rest[:at], ":")
+	return pw
+}
+
+// MaskedPostgresURL is the PostgreSQL URL without its password, for logs.
+func (f *File) MaskedPostgresURL() string {
+	if f.Backend.Postgres == nil {
+		return ""
+	}
+	return postgres.MaskURL(f.Backend.Postgres.URL)
+}
+
+// PostgresOptions are the options of the PostgreSQL backend.
+func (f *File) PostgresOptions() postgres.Options {
+	pg := f.Backend.Postgres
+	if pg == nil {
+		return postgres.Options{}
+	}
+	return postgres.Options{Schema: pg.Schema, ClockTolerance: pg.ClockTolerance.D(), EntryRetention: pg.EntryRetention.D()}
+}
+
+// Shared says whether the configuration names a store shared by replicas
+// (Redis or PostgreSQL) rather than an embedded one.
+func (f *File) Shared() bool {
+	return f.Backend.Redis != nil || f.Backend.Postgres != nil
+}
+
+// MaskedStore names the shared store for logs and errors, without
+// credentials; "" for an embedded one.
+func (f *File) MaskedStore() string {
+	switch {
+	case f.Backend.Redis != nil:
+		return "redis " + f.MaskedRedisURL()
+	case f.Backend.Postgres != nil:
+		return "postgres " + f.MaskedPostgresURL() + " schema " + f.Backend.Postgres.Schema
+	}
+	return ""
+}
