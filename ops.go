@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -46,27 +47,71 @@ const (
 // API both call them, so both validate and behave alike.
 type Ops struct {
 	Backend Backend
-	Jobs    []Job
+	// Jobs are the configuration file's jobs.
+	Jobs []Job
+	// Source, when set, adds the jobs defined at run time (jobs apply):
+	// every operation and listing sees them beside Jobs.
+	Source JobSource
 	// TriggerRetention and BackfillRetention: defaults above.
 	TriggerRetention, BackfillRetention time.Duration
 	// Now is the local clock, for validating backfill ranges; default
 	// time.Now. The store's clock still decides early slots.
 	Now func() time.Time
+
+	mu      sync.Mutex
+	stored  []Job // Source's jobs as of version
+	version int64
+	read    bool
 }
 
-func (o *Ops) job(name string) (Job, error) {
+// AllJobs returns the file's jobs followed by the jobs defined at run time
+// (read from Source; reread only when its version changed).
+func (o *Ops) AllJobs(ctx context.Context) ([]Job, error) {
+	if o.Source == nil {
+		return o.Jobs, nil
+	}
+	v, err := o.Source.Version(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("jobs defined at run time: %w", err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.read || v != o.version {
+		jobs, v2, err := o.Source.Jobs(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("jobs defined at run time: %w", err)
+		}
+		o.stored, o.version, o.read = jobs, v2, true
+	}
+	if len(o.stored) == 0 {
+		return o.Jobs, nil
+	}
+	all := make([]Job, 0, len(o.Jobs)+len(o.stored))
+	return append(append(all, o.Jobs...), o.stored...), nil
+}
+
+func (o *Ops) job(ctx context.Context, name string) (Job, error) {
 	for _, j := range o.Jobs {
 		if j.Name == name {
 			return withJobDefaults(j, 0), nil
 		}
 	}
-	names := make([]string, 0, len(o.Jobs))
-	for _, j := range o.Jobs {
+	all, err := o.AllJobs(ctx)
+	if err != nil {
+		return Job{}, err
+	}
+	for _, j := range all[len(o.Jobs):] {
+		if j.Name == name {
+			return withJobDefaults(j, 0), nil
+		}
+	}
+	names := make([]string, 0, len(all))
+	for _, j := range all {
 		names = append(names, j.Name)
 	}
 	sort.Strings(names)
 	if len(names) > 10 {
-		names = append(names[:10], fmt.Sprintf("... (%d jobs)", len(o.Jobs)))
+		names = append(names[:10], fmt.Sprintf("... (%d jobs)", len(all)))
 	}
 	return Job{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownJob, name, strings.Join(names, ", "))
 }
@@ -92,7 +137,7 @@ func withJobDefaults(j Job, ttl time.Duration) Job {
 
 // Pause pauses job (a reason is required).
 func (o *Ops) Pause(ctx context.Context, job string, a Actor) (JobControl, error) {
-	if _, err := o.job(job); err != nil {
+	if _, err := o.job(ctx, job); err != nil {
 		return JobControl{}, err
 	}
 	if strings.TrimSpace(a.Reason) == "" {
@@ -103,7 +148,7 @@ func (o *Ops) Pause(ctx context.Context, job string, a Actor) (JobControl, error
 
 // Resume resumes job; resuming a job that is not paused changes nothing.
 func (o *Ops) Resume(ctx context.Context, job string, a Actor) (JobControl, error) {
-	if _, err := o.job(job); err != nil {
+	if _, err := o.job(ctx, job); err != nil {
 		return JobControl{}, err
 	}
 	return o.Backend.Resume(ctx, job, a)
@@ -143,7 +188,7 @@ func validKey(k string) error {
 // Trigger enqueues one tick of job now, with payload (the job's own when
 // empty) and idempotency key (a new one when empty).
 func (o *Ops) Trigger(ctx context.Context, job, key, payload string, a Actor) (TriggerResult, error) {
-	j, err := o.job(job)
+	j, err := o.job(ctx, job)
 	if err != nil {
 		return TriggerResult{}, err
 	}
@@ -175,8 +220,8 @@ func (o *Ops) Trigger(ctx context.Context, job, key, payload string, a Actor) (T
 // BackfillSlots returns the scheduled slots of job in [from, to]: from
 // before to, to not in the future, and at most max slots (max between 1
 // and BackfillMaxLimit; 0 means DefaultBackfillMax).
-func (o *Ops) BackfillSlots(job string, from, to time.Time, max int) ([]Slot, error) {
-	j, err := o.job(job)
+func (o *Ops) BackfillSlots(ctx context.Context, job string, from, to time.Time, max int) ([]Slot, error) {
+	j, err := o.job(ctx, job)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +268,7 @@ type BackfillResult struct {
 // Backfill enqueues the scheduled slots of job in [from, to] with their
 // scheduled identities, in order; with dryRun it only lists them.
 func (o *Ops) Backfill(ctx context.Context, job string, from, to time.Time, max int, dryRun bool, a Actor) (BackfillResult, error) {
-	slots, err := o.BackfillSlots(job, from, to, max)
+	slots, err := o.BackfillSlots(ctx, job, from, to, max)
 	if err != nil {
 		return BackfillResult{}, err
 	}
@@ -234,7 +279,7 @@ func (o *Ops) Backfill(ctx context.Context, job string, from, to time.Time, max 
 	if dryRun || len(slots) == 0 {
 		return r, nil
 	}
-	j, _ := o.job(job)
+	j, _ := o.job(ctx, job)
 	ret := o.BackfillRetention
 	if ret == 0 {
 		ret = DefaultBackfillRetention

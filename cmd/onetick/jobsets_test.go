@@ -54,7 +54,7 @@ jobs:
 	addr := <-r0.addr
 	r0.waitEvent("became leader", 0, 10*time.Second)
 	r1 := startProc(t, "r1", "--config", cfg)
-	<-r1.addr
+	r1addr := <-r1.addr
 
 	tenants := writeFile(t, "tenants.yaml", "jobs:\n  - {name: t1, schedule: \"@every 1s\"}\n  - {name: t2, schedule: \"H/2 * * * * *\"}\n")
 	out, _, code := runCmd(t, env, "jobs", "apply", "-f", tenants, "--set", "tenants", "--dry-run", "--config", cfg)
@@ -109,6 +109,38 @@ jobs:
 	waitCount("t5", 2)
 	if n := count("t2"); n > n2+1 {
 		t.Fatalf("t2 fired %d more ticks after its removal", n-n2)
+	}
+
+	// A job defined at run time is listed and controlled like a file job.
+	out, _, code = runCmd(t, env, "jobs", "--config", cfg)
+	if code != 0 || !strings.Contains(out, "base") || !strings.Contains(out, "t4") || !strings.Contains(out, "t5") {
+		t.Fatalf("jobs: %d\n%s", code, out)
+	}
+	if out, stderr, code := runCmd(t, env, "pause", "t4", "--reason", "tenant offboarding", "--config", cfg); code != 0 {
+		t.Fatalf("pause of a run-time job: %d %s %s", code, out, stderr)
+	}
+	out, _, code = runCmd(t, env, "status", "--config", cfg)
+	if code != 0 || !strings.Contains(out, "t4") || !strings.Contains(out, "tenant offboarding") {
+		t.Fatalf("status after pausing t4: %d\n%s", code, out)
+	}
+	before := count("t5")
+	if out, stderr, code := runCmd(t, env, "trigger", "t5", "--key", "manual-1", "--config", cfg); code != 0 || !strings.Contains(out, "manual-1") {
+		t.Fatalf("trigger of a run-time job: %d %s %s", code, out, stderr)
+	}
+	if n := count("t5"); n <= before {
+		t.Fatalf("trigger of t5 enqueued nothing (%d entries before, %d after)", before, n)
+	}
+	resp, err = http.Get("http://" + r1addr + "/api/v1/jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"t5"`) {
+		t.Fatalf("GET /api/v1/jobs does not list t5: %d %s", resp.StatusCode, body)
+	}
+	if _, stderr, code := runCmd(t, env, "pause", "nope", "--reason", "x", "--config", cfg); code != 2 || !strings.Contains(stderr, "t5") {
+		t.Fatalf("pause of an unknown job: code %d, stderr %q (want 2 and the known jobs, run-time ones included)", code, stderr)
 	}
 	out, _, code = runCmd(t, env, "jobs", "rm", "t5", "--set", "tenants", "--config", cfg)
 	if code != 0 || !strings.Contains(out, "1 removed") {

@@ -113,7 +113,7 @@ func (a *api) change(h http.HandlerFunc) http.HandlerFunc {
 
 func (a *api) register(mux *http.ServeMux) {
 	if a.sched != nil {
-		page := web.Handler(&web.Store{Backend: a.ops.Backend, Jobs: a.ops.Jobs, Annotate: a.annotate,
+		page := web.Handler(&web.Store{Backend: a.ops.Backend, AllJobs: a.ops.AllJobs, Annotate: a.annotate,
 			Workers: a.file != nil && len(runJobs(a.file)) > 0,
 			Replica: func() web.Replica {
 				return web.Replica{Name: a.sched.Elector().Holder(), IsLeader: a.sched.Elector().IsLeader(), Problems: a.sched.Problems()}
@@ -275,7 +275,12 @@ func parseTime(field, v string) (time.Time, error) {
 func (a *api) jobs(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := a.ctx(r)
 	defer cancel()
-	st, err := onetick.ReadStatus(ctx, a.ops.Backend, a.ops.Jobs, 0)
+	jobs, err := a.ops.AllJobs(ctx)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	st, err := onetick.ReadStatus(ctx, a.ops.Backend, jobs, 0)
 	if err != nil {
 		fail(w, err)
 		return
@@ -302,7 +307,12 @@ func (a *api) controls(w http.ResponseWriter, r *http.Request) {
 func (a *api) status(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	st, err := onetick.ReadStatus(ctx, a.ops.Backend, a.ops.Jobs, 20)
+	jobs, err := a.ops.AllJobs(ctx)
+	if err != nil {
+		http.Error(w, "status: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	st, err := onetick.ReadStatus(ctx, a.ops.Backend, jobs, 20)
 	if err != nil {
 		http.Error(w, "status: "+err.Error(), http.StatusServiceUnavailable)
 		return

@@ -187,3 +187,12 @@ func newLogger(w io.Writer, format string) (*slog.Logger, error) {
 	}
 	return nil, badInput("--log-format: must be text or json, got %q", format)
 }
+
+// logger is the operator commands' logger: warnings and errors to stderr.
+func (e Env) logger() *slog.Logger {
+	w := e.Stderr
+	if w == nil {
+		w = io.Discard
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}

@@ -70,7 +70,7 @@ func (c *controlCmd) open(ctx context.Context, args []string, env Env, wantJob b
 	if *c.who == "" {
 		*c.who = defaultWho(env)
 	}
-	return &onetick.Ops{Backend: b, Jobs: jobs}, job, func() { _ = b.Close() }, nil
+	return &onetick.Ops{Backend: b, Jobs: jobs, Source: newStoreSource(b, jobs, env.logger())}, job, func() { _ = b.Close() }, nil
 }
 
 // opErr maps an operation's error to the CLI's: bad input and unknown
@@ -223,7 +223,11 @@ func cmdJobs(ctx context.Context, args []string, env Env) error {
 	defer closeFn()
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	st, err := onetick.ReadStatus(sctx, ops.Backend, ops.Jobs, 0)
+	jobs, err := ops.AllJobs(sctx)
+	if err != nil {
+		return err
+	}
+	st, err := onetick.ReadStatus(sctx, ops.Backend, jobs, 0)
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,20 @@ type storeSource struct {
 	log      *slog.Logger
 }
 
+// newStoreSource is the source of b's jobs defined at run time, beside
+// the file's jobs; nil when b keeps none.
+func newStoreSource(b onetick.Backend, fileJobs []onetick.Job, log *slog.Logger) onetick.JobSource {
+	js, ok := b.(onetick.JobStore)
+	if !ok {
+		return nil
+	}
+	names := make(map[string]bool, len(fileJobs))
+	for _, j := range fileJobs {
+		names[j.Name] = true
+	}
+	return storeSource{js: js, fileJobs: names, log: log}
+}
+
 func (s storeSource) Version(ctx context.Context) (int64, error) { return s.js.JobsVersion(ctx) }
 
 func (s storeSource) Jobs(ctx context.Context) ([]onetick.Job, int64, error) {

@@ -297,14 +297,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 		log.Warn("test build: replica clock is skewed", "offset", env.Getenv("ONETICK_TEST_CLOCK_OFFSET"))
 	}
 	reg := MetricsRegistry()
-	var source onetick.JobSource
-	if js, ok := b.(onetick.JobStore); ok {
-		fileJobs := make(map[string]bool, len(jobs))
-		for _, j := range jobs {
-			fileJobs[j.Name] = true
-		}
-		source = storeSource{js: js, fileJobs: fileJobs, log: log}
-	}
+	source := newStoreSource(b, jobs, log)
 	sched, err := onetick.New(onetick.Config{Source: source,
 		Backend: b, Replica: *replica, Jobs: jobs, Lease: f.LeaseConfig(), JobMetrics: f.JobMetrics(), Sink: sink,
 		Logger: base, Registerer: reg, Clock: clock,
@@ -332,7 +325,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 			return fmt.Errorf("http: %v", err)
 		}
 		mux := handler(reg, sched, b, func(ctx context.Context) string { return describeStore(ctx, f, b) }, done)
-		(&api{ops: &onetick.Ops{Backend: b, Jobs: jobs}, token: f.HTTP.Token, log: log, sched: sched, file: f}).register(mux)
+		(&api{ops: &onetick.Ops{Backend: b, Jobs: jobs, Source: source}, token: f.HTTP.Token, log: log, sched: sched, file: f}).register(mux)
 		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		switch {
 		case f.HTTP.Token == "":

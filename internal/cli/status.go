@@ -32,6 +32,10 @@ func cmdStatus(ctx context.Context, args []string, env Env) error {
 	defer b.Close()
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	ops := &onetick.Ops{Backend: b, Jobs: jobs, Source: newStoreSource(b, jobs, env.logger())}
+	if jobs, err = ops.AllJobs(sctx); err != nil {
+		return fmt.Errorf("reading status from %s: %v", f.MaskedStore(), err)
+	}
 	st, err := onetick.ReadStatus(sctx, b, jobs, *history)
 	if err != nil {
 		return fmt.Errorf("reading status from %s: %v", f.MaskedStore(), err)

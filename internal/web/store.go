@@ -16,6 +16,9 @@ type Store struct {
 	Backend onetick.Backend
 	// Jobs are the configured jobs, in the order the page lists them.
 	Jobs []onetick.Job
+	// AllJobs, when set, is called on every read instead of using Jobs
+	// (the file's jobs and the jobs defined at run time).
+	AllJobs func(ctx context.Context) ([]onetick.Job, error)
 	// Replica describes the replica serving the page; nil shows none.
 	Replica func() Replica
 	// History is how many terms the timeline shows (default DefaultHistory).
@@ -43,14 +46,21 @@ func (s *Store) Page(ctx context.Context, q Query) (*Page, error) {
 	if history <= 0 {
 		history = DefaultHistory
 	}
-	p := &Page{Total: len(s.Jobs), PageSize: size, Workers: s.Workers}
+	jobs := s.Jobs
+	if s.AllJobs != nil {
+		var err error
+		if jobs, err = s.AllJobs(ctx); err != nil {
+			return &Page{PageSize: size, Workers: s.Workers, Query: q}, err
+		}
+	}
+	p := &Page{Total: len(jobs), PageSize: size, Workers: s.Workers}
 	if s.Replica != nil {
 		p.Replica = s.Replica()
 	}
-	matched := s.Jobs
+	matched := jobs
 	if q.Job != "" {
 		matched = nil
-		for _, j := range s.Jobs {
+		for _, j := range jobs {
 			if q.Matches(j.Name) {
 				matched = append(matched, j)
 			}
