@@ -1,10 +1,14 @@
 package onetick
 
 import (
+	"bytes"
 	"container/heap"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -38,6 +42,52 @@ type JobsDiff struct {
 	// Version is the jobs' version after the change.
 	Version int64 `json:"version"`
 	DryRun  bool  `json:"dry_run"`
+}
+
+// ValidateJobSet checks the name of a job set; every JobStore refuses
+// another with this *InputError.
+func ValidateJobSet(set string) error {
+	if set == "" || len(set) > 100 || strings.ContainsAny(set, " \t\n|{}") {
+		return &InputError{Msg: fmt.Sprintf("job set %q: want 1 to 100 characters, no spaces, | or braces", set)}
+	}
+	return nil
+}
+
+// DiffJobs is the decision of an ApplyJobs, for stores that make it in Go:
+// cur holds what the store keeps (set and definition) under each name of
+// jobs and under each current member of set. It returns the difference
+// (lists sorted; Version and DryRun left to the caller) and the jobs to
+// write (new or changed), or an *InputError when a name belongs to another
+// set.
+func DiffJobs(set string, jobs []StoredJob, cur map[string]StoredJob) (JobsDiff, []StoredJob, error) {
+	d := JobsDiff{Added: []string{}, Changed: []string{}, Removed: []string{}, Unchanged: []string{}}
+	keep := make(map[string]bool, len(jobs))
+	var write []StoredJob
+	for _, j := range jobs {
+		keep[j.Name] = true
+		c, ok := cur[j.Name]
+		switch {
+		case ok && c.Set != set:
+			return JobsDiff{}, nil, &InputError{Msg: fmt.Sprintf("job %q belongs to the set %q, not %q: remove it there first, or rename it", j.Name, c.Set, set)}
+		case ok && bytes.Equal(c.Def, j.Def):
+			d.Unchanged = append(d.Unchanged, j.Name)
+			continue
+		case ok:
+			d.Changed = append(d.Changed, j.Name)
+		default:
+			d.Added = append(d.Added, j.Name)
+		}
+		write = append(write, j)
+	}
+	for name, c := range cur {
+		if c.Set == set && !keep[name] {
+			d.Removed = append(d.Removed, name)
+		}
+	}
+	for _, l := range [][]string{d.Added, d.Changed, d.Removed, d.Unchanged} {
+		sort.Strings(l)
+	}
+	return d, write, nil
 }
 
 // JobStore keeps job definitions in the store. Backends that support jobs

@@ -724,8 +724,14 @@ func testSchedulerMaxCatchup(t *testing.T, h Harness, b onetick.Backend) {
 	if total := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("missed")); total != 0 {
 		t.Fatalf("fleet total of missed slots (prefer missed) %v, want 0: the job prefers duplicate", total)
 	}
-	if cu := testutil.ToFloat64(s.Metrics().JobCatchupTicks.WithLabelValues("cap")); cu > 4 {
-		t.Fatalf("catch-up counter %v, want at most 4 with max_catchup 5", cu)
+	// At most max_catchup-1 catch-up ticks per term: on a loaded machine the
+	// leader can lose its lease and catch up again in its next term.
+	terms := testutil.ToFloat64(s.Metrics().LeadershipChanges)
+	if terms < 1 {
+		terms = 1
+	}
+	if cu := testutil.ToFloat64(s.Metrics().JobCatchupTicks.WithLabelValues("cap")); cu > 4*terms {
+		t.Fatalf("catch-up counter %v, want at most 4 per term with max_catchup 5 (%v terms)", cu, terms)
 	}
 }
 

@@ -1,9 +1,7 @@
 package memory
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"sort"
 
 	"github.com/onetick/onetick"
@@ -19,6 +17,9 @@ type storedJobs struct {
 
 // ApplyJobs implements onetick.JobStore.
 func (b *Backend) ApplyJobs(ctx context.Context, set string, jobs []onetick.StoredJob, dryRun bool) (onetick.JobsDiff, error) {
+	if err := onetick.ValidateJobSet(set); err != nil {
+		return onetick.JobsDiff{}, err
+	}
 	now, err := b.lock(ctx)
 	if err != nil {
 		return onetick.JobsDiff{}, err
@@ -27,36 +28,14 @@ func (b *Backend) ApplyJobs(ctx context.Context, set string, jobs []onetick.Stor
 	if b.jobs.byName == nil {
 		b.jobs.byName = map[string]onetick.StoredJob{}
 	}
-	d := onetick.JobsDiff{DryRun: dryRun, Added: []string{}, Changed: []string{}, Removed: []string{}, Unchanged: []string{}}
-	keep := map[string]bool{}
-	var write []onetick.StoredJob
-	for _, j := range jobs {
-		keep[j.Name] = true
-		cur, ok := b.jobs.byName[j.Name]
-		switch {
-		case ok && cur.Set != set:
-			return onetick.JobsDiff{}, &onetick.InputError{Msg: fmt.Sprintf("job %q belongs to the set %q, not %q: remove it there first, or rename it", j.Name, cur.Set, set)}
-		case ok && bytes.Equal(cur.Def, j.Def):
-			d.Unchanged = append(d.Unchanged, j.Name)
-			continue
-		case ok:
-			d.Changed = append(d.Changed, j.Name)
-		default:
-			d.Added = append(d.Added, j.Name)
-		}
-		write = append(write, onetick.StoredJob{Set: set, Name: j.Name, Def: append([]byte(nil), j.Def...), Since: now.UTC()})
+	d, write, err := onetick.DiffJobs(set, jobs, b.jobs.byName)
+	if err != nil {
+		return onetick.JobsDiff{}, err
 	}
-	for name, j := range b.jobs.byName {
-		if j.Set == set && !keep[name] {
-			d.Removed = append(d.Removed, name)
-		}
-	}
-	for _, l := range [][]string{d.Added, d.Changed, d.Removed, d.Unchanged} {
-		sort.Strings(l)
-	}
-	if !dryRun && len(d.Added)+len(d.Changed)+len(d.Removed) > 0 {
+	d.DryRun = dryRun
+	if !dryRun && len(write)+len(d.Removed) > 0 {
 		for _, j := range write {
-			b.jobs.byName[j.Name] = j
+			b.jobs.byName[j.Name] = onetick.StoredJob{Set: set, Name: j.Name, Def: append([]byte(nil), j.Def...), Since: now.UTC()}
 		}
 		for _, name := range d.Removed {
 			delete(b.jobs.byName, name)
@@ -69,6 +48,9 @@ func (b *Backend) ApplyJobs(ctx context.Context, set string, jobs []onetick.Stor
 
 // RemoveJobs implements onetick.JobStore.
 func (b *Backend) RemoveJobs(ctx context.Context, set string, names []string) (onetick.JobsDiff, error) {
+	if err := onetick.ValidateJobSet(set); err != nil {
+		return onetick.JobsDiff{}, err
+	}
 	if _, err := b.lock(ctx); err != nil {
 		return onetick.JobsDiff{}, err
 	}

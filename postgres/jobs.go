@@ -1,13 +1,10 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -16,20 +13,13 @@ import (
 
 var _ onetick.JobStore = (*Backend)(nil)
 
-func validSet(set string) error {
-	if set == "" || len(set) > 100 || strings.ContainsAny(set, " \t\n|{}") {
-		return &onetick.InputError{Msg: fmt.Sprintf("job set %q: want 1 to 100 characters, no spaces, | or braces", set)}
-	}
-	return nil
-}
-
 // ApplyJobs implements onetick.JobStore, in one transaction that locks the
 // version row, so concurrent applies are serialized.
 func (b *Backend) ApplyJobs(ctx context.Context, set string, jobs []onetick.StoredJob, dryRun bool) (onetick.JobsDiff, error) {
-	if err := validSet(set); err != nil {
+	if err := onetick.ValidateJobSet(set); err != nil {
 		return onetick.JobsDiff{}, err
 	}
-	d := onetick.JobsDiff{DryRun: dryRun, Added: []string{}, Changed: []string{}, Removed: []string{}, Unchanged: []string{}}
+	var d onetick.JobsDiff
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, b.q(`INSERT INTO {s}.jobs_version (id, version) VALUES (1, 0) ON CONFLICT (id) DO NOTHING`)); err != nil {
 			return err
@@ -42,7 +32,7 @@ func (b *Backend) ApplyJobs(ctx context.Context, set string, jobs []onetick.Stor
 		for i, j := range jobs {
 			names[i] = j.Name
 		}
-		cur := map[string][2]string{} // name -> set, def
+		cur := map[string]onetick.StoredJob{}
 		rows, err := tx.Query(ctx, b.q(`SELECT name, set_name, def FROM {s}.jobs WHERE name = ANY($1) OR set_name = $2`), names, set)
 		if err != nil {
 			return err
@@ -53,37 +43,20 @@ func (b *Backend) ApplyJobs(ctx context.Context, set string, jobs []onetick.Stor
 				rows.Close()
 				return err
 			}
-			cur[n] = [2]string{s, def}
+			cur[n] = onetick.StoredJob{Set: s, Name: n, Def: []byte(def)}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		keep := map[string]bool{}
-		var writeN, writeD []string
-		for _, j := range jobs {
-			keep[j.Name] = true
-			c, ok := cur[j.Name]
-			switch {
-			case ok && c[0] != set:
-				return &onetick.InputError{Msg: fmt.Sprintf("job %q belongs to the set %q, not %q: remove it there first, or rename it", j.Name, c[0], set)}
-			case ok && bytes.Equal([]byte(c[1]), j.Def):
-				d.Unchanged = append(d.Unchanged, j.Name)
-				continue
-			case ok:
-				d.Changed = append(d.Changed, j.Name)
-			default:
-				d.Added = append(d.Added, j.Name)
-			}
-			writeN, writeD = append(writeN, j.Name), append(writeD, string(j.Def))
+		var write []onetick.StoredJob
+		if d, write, err = onetick.DiffJobs(set, jobs, cur); err != nil {
+			return err
 		}
-		for n, c := range cur {
-			if c[0] == set && !keep[n] {
-				d.Removed = append(d.Removed, n)
-			}
-		}
-		for _, l := range [][]string{d.Added, d.Changed, d.Removed, d.Unchanged} {
-			sort.Strings(l)
+		d.DryRun = dryRun
+		writeN, writeD := make([]string, len(write)), make([]string, len(write))
+		for i, j := range write {
+			writeN[i], writeD[i] = j.Name, string(j.Def)
 		}
 		d.Version = version
 		if dryRun || len(writeN)+len(d.Removed) == 0 {
@@ -113,7 +86,7 @@ func (b *Backend) ApplyJobs(ctx context.Context, set string, jobs []onetick.Stor
 
 // RemoveJobs implements onetick.JobStore.
 func (b *Backend) RemoveJobs(ctx context.Context, set string, names []string) (onetick.JobsDiff, error) {
-	if err := validSet(set); err != nil {
+	if err := onetick.ValidateJobSet(set); err != nil {
 		return onetick.JobsDiff{}, err
 	}
 	d := onetick.JobsDiff{Removed: []string{}}

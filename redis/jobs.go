@@ -140,7 +140,7 @@ func strs(x any) []string {
 
 // ApplyJobs implements onetick.JobStore.
 func (b *Backend) ApplyJobs(ctx context.Context, set string, jobs []onetick.StoredJob, dryRun bool) (onetick.JobsDiff, error) {
-	if err := validSet(set); err != nil {
+	if err := onetick.ValidateJobSet(set); err != nil {
 		return onetick.JobsDiff{}, err
 	}
 	dry := "0"
@@ -171,7 +171,7 @@ func (b *Backend) ApplyJobs(ctx context.Context, set string, jobs []onetick.Stor
 
 // RemoveJobs implements onetick.JobStore.
 func (b *Backend) RemoveJobs(ctx context.Context, set string, names []string) (onetick.JobsDiff, error) {
-	if err := validSet(set); err != nil {
+	if err := onetick.ValidateJobSet(set); err != nil {
 		return onetick.JobsDiff{}, err
 	}
 	args := make([]any, len(names))
@@ -241,11 +241,4 @@ func (b *Backend) StoredJobs(ctx context.Context) ([]onetick.StoredJob, int64, e
 // JobsVersion implements onetick.JobStore.
 func (b *Backend) JobsVersion(ctx context.Context) (int64, error) {
 	return b.versionOf(b.c.Get(ctx, b.jobKeys("")[2]))
-}
-
-func validSet(set string) error {
-	if set == "" || len(set) > 100 || strings.ContainsAny(set, " \t\n|{}") {
-		return &onetick.InputError{Msg: fmt.Sprintf("job set %q: want 1 to 100 characters, no spaces, | or braces", set)}
-	}
-	return nil
 }

@@ -1,69 +1,54 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
-	"fmt"
-	"sort"
-	"strings"
+	"errors"
 
 	"github.com/onetick/onetick"
 )
 
 var _ onetick.JobStore = (*Backend)(nil)
 
-func validSet(set string) error {
-	if set == "" || len(set) > 100 || strings.ContainsAny(set, " \t\n|{}") {
-		return &onetick.InputError{Msg: fmt.Sprintf("job set %q: want 1 to 100 characters, no spaces, | or braces", set)}
-	}
-	return nil
-}
-
 // ApplyJobs implements onetick.JobStore, in one transaction.
 func (b *Backend) ApplyJobs(ctx context.Context, set string, jobs []onetick.StoredJob, dryRun bool) (onetick.JobsDiff, error) {
-	if err := validSet(set); err != nil {
+	if err := onetick.ValidateJobSet(set); err != nil {
 		return onetick.JobsDiff{}, err
 	}
-	d := onetick.JobsDiff{DryRun: dryRun, Added: []string{}, Changed: []string{}, Removed: []string{}, Unchanged: []string{}}
+	var d onetick.JobsDiff
 	err := b.write(ctx, func(o *op) error {
-		keep := make(map[string]bool, len(jobs))
-		var write []onetick.StoredJob
+		cur := map[string]onetick.StoredJob{}
 		for _, j := range jobs {
-			keep[j.Name] = true
 			var owner, def string
-			err := o.row("SELECT set_name, def FROM jobs WHERE name = ?", j.Name).Scan(&owner, &def)
-			switch {
-			case err == nil && owner != set:
-				return &onetick.InputError{Msg: fmt.Sprintf("job %q belongs to the set %q, not %q: remove it there first, or rename it", j.Name, owner, set)}
-			case err == nil && bytes.Equal([]byte(def), j.Def):
-				d.Unchanged = append(d.Unchanged, j.Name)
-				continue
+			switch err := o.row("SELECT set_name, def FROM jobs WHERE name = ?", j.Name).Scan(&owner, &def); {
 			case err == nil:
-				d.Changed = append(d.Changed, j.Name)
-			default:
-				d.Added = append(d.Added, j.Name)
+				cur[j.Name] = onetick.StoredJob{Set: owner, Name: j.Name, Def: []byte(def)}
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
 			}
-			write = append(write, j)
 		}
-		rows, err := o.tx.QueryContext(o.ctx, "SELECT name FROM jobs WHERE set_name = ?", set)
+		rows, err := o.tx.QueryContext(o.ctx, "SELECT name, def FROM jobs WHERE set_name = ?", set)
 		if err != nil {
 			return err
 		}
 		for rows.Next() {
-			var n string
-			if err := rows.Scan(&n); err != nil {
+			var n, def string
+			if err := rows.Scan(&n, &def); err != nil {
 				rows.Close()
 				return err
 			}
-			if !keep[n] {
-				d.Removed = append(d.Removed, n)
-			}
+			cur[n] = onetick.StoredJob{Set: set, Name: n, Def: []byte(def)}
 		}
 		rows.Close()
-		for _, l := range [][]string{d.Added, d.Changed, d.Removed, d.Unchanged} {
-			sort.Strings(l)
+		if err := rows.Err(); err != nil {
+			return err
 		}
+		var write []onetick.StoredJob
+		if d, write, err = onetick.DiffJobs(set, jobs, cur); err != nil {
+			return err
+		}
+		d.DryRun = dryRun
 		v, err := o.counter("jobs")
 		if err != nil {
 			return err
@@ -94,7 +79,7 @@ func (b *Backend) ApplyJobs(ctx context.Context, set string, jobs []onetick.Stor
 
 // RemoveJobs implements onetick.JobStore.
 func (b *Backend) RemoveJobs(ctx context.Context, set string, names []string) (onetick.JobsDiff, error) {
-	if err := validSet(set); err != nil {
+	if err := onetick.ValidateJobSet(set); err != nil {
 		return onetick.JobsDiff{}, err
 	}
 	d := onetick.JobsDiff{Removed: []string{}}
