@@ -116,3 +116,29 @@ jobs:
 		p.mu.Unlock()
 	}
 }
+
+// TestMigrateCommand: the operator's commands never migrate a PostgreSQL
+// schema (a newer CLI must not change it under a running fleet): they
+// refuse one that is not at this onetick's version and name the command
+// that migrates it; `onetick migrate` does, once.
+func TestMigrateCommand(t *testing.T) {
+	schema := pgtest.Schema(t)
+	cfg := writeFile(t, "pg.yaml", fmt.Sprintf("backend:\n  postgres:\n    url: %s\n    schema: %s\njobs:\n  - {name: a, schedule: \"@hourly\"}\n", pgtest.URL(), schema))
+	if _, e, code := runCmd(t, nil, "status", "--config", cfg); code != 1 || !strings.Contains(e, "version 0") || !strings.Contains(e, "onetick migrate --config") {
+		t.Fatalf("status on an empty schema: code %d, stderr %q", code, e)
+	}
+	o, e, code := runCmd(t, nil, "migrate", "--config", cfg)
+	if code != 0 || !strings.Contains(o, "migrated to version") {
+		t.Fatalf("migrate: %d %q %q", code, o, e)
+	}
+	if o, e, code = runCmd(t, nil, "migrate", "--config", cfg); code != 0 || !strings.Contains(o, "nothing to do") {
+		t.Fatalf("second migrate: %d %q %q", code, o, e)
+	}
+	if o, e, code = runCmd(t, nil, "jobs", "--config", cfg); code != 0 || !strings.Contains(o, "a") {
+		t.Fatalf("jobs after migrate: %d %q %q", code, o, e)
+	}
+	redisCfg := writeFile(t, "r.yaml", "backend:\n  redis:\n    url: redis://127.0.0.1:1/0\njobs:\n  - {name: a, schedule: \"@hourly\"}\n")
+	if o, e, code = runCmd(t, nil, "migrate", "--config", redisCfg); code != 0 || !strings.Contains(o, "nothing to migrate") {
+		t.Fatalf("migrate on Redis: %d %q %q", code, o, e)
+	}
+}

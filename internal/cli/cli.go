@@ -51,6 +51,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = cmdRun(ctx, rest, env)
 	case "status":
 		err = cmdStatus(ctx, rest, env)
+	case "migrate":
+		err = cmdMigrate(ctx, rest, env)
 	case "repair":
 		err = cmdRepair(ctx, rest, env)
 	case "pause":
@@ -134,6 +136,7 @@ Usage:
   onetick dead list --config FILE [--after ID] [-n N] [--json]
   onetick dead replay ID --config FILE
   onetick validate --config FILE
+  onetick migrate --config FILE
   onetick next EXPR [--tz ZONE] [--from RFC3339] [-n N] [--job NAME]
   onetick demo [--seconds N]
   onetick version

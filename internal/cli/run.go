@@ -86,7 +86,11 @@ func embedded(f *config.File, data string, inMemory bool, env Env) (path string,
 // at path, or the in-process store when path is "".
 func openBackend(ctx context.Context, f *config.File, path string) (onetick.Backend, error) {
 	if f.Backend.Postgres != nil {
-		return openPostgres(ctx, f)
+		b, err := openPostgres(ctx, f, false)
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
 	}
 	if f.Backend.Redis == nil {
 		if path != "" {
@@ -112,10 +116,12 @@ func openBackend(ctx context.Context, f *config.File, path string) (onetick.Back
 	return ownedRedis{b, client}, nil
 }
 
-// openPostgres opens the PostgreSQL backend and brings its schema to the
-// latest version (Migrate is safe when replicas start together: it holds
-// an advisory lock).
-func openPostgres(ctx context.Context, f *config.File) (onetick.Backend, error) {
+// openPostgres opens the PostgreSQL backend. With migrate (`run` and
+// `migrate`) it brings the schema to the latest version (safe when
+// replicas start together: Migrate holds an advisory lock); without (the
+// operator's commands) it refuses a schema that is not at that version,
+// so a newer CLI never migrates under a running fleet.
+func openPostgres(ctx context.Context, f *config.File, migrate bool) (*otpostgres.Backend, error) {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	b, err := otpostgres.Open(pctx, f.Backend.Postgres.URL, f.PostgresOptions())
@@ -126,9 +132,31 @@ func openPostgres(ctx context.Context, f *config.File) (onetick.Backend, error) 
 		_ = b.Close()
 		return nil, fmt.Errorf("cannot reach PostgreSQL at %s: %v", f.MaskedPostgresURL(), err)
 	}
-	if err := b.Migrate(pctx); err != nil {
+	if migrate {
+		if err := b.Migrate(pctx); err != nil {
+			_ = b.Close()
+			return nil, fmt.Errorf("migrating schema %s at %s: %v", b.Schema(), f.MaskedPostgresURL(), err)
+		}
+		return b, nil
+	}
+	v, err := b.SchemaVersion(pctx)
+	if err != nil {
 		_ = b.Close()
-		return nil, fmt.Errorf("migrating schema %s at %s: %v", f.Backend.Postgres.Schema, f.MaskedPostgresURL(), err)
+		return nil, fmt.Errorf("reading the schema version of %s at %s: %v", b.Schema(), f.MaskedPostgresURL(), err)
+	}
+	if want := otpostgres.LatestVersion(); v != want {
+		_ = b.Close()
+		return nil, fmt.Errorf("schema %s at %s is at version %d, this onetick uses version %d: run `onetick migrate --config %s` (or start `onetick run`, which migrates)", b.Schema(), f.MaskedPostgresURL(), v, want, f.Path)
+	}
+	return b, nil
+}
+
+// openPostgresMigrated is openPostgres with the schema migrated, as an
+// onetick.Backend.
+func openPostgresMigrated(ctx context.Context, f *config.File) (onetick.Backend, error) {
+	b, err := openPostgres(ctx, f, true)
+	if err != nil {
+		return nil, err
 	}
 	return b, nil
 }
@@ -270,7 +298,12 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	log = log.With("replica", *replica)
 
 	var sink onetick.Sink
-	b, err := openBackend(ctx, f, statePath)
+	var b onetick.Backend
+	if f.Backend.Postgres != nil {
+		b, err = openPostgresMigrated(ctx, f)
+	} else {
+		b, err = openBackend(ctx, f, statePath)
+	}
 	if err != nil {
 		return err
 	}
