@@ -105,6 +105,7 @@ func sentinelRun(t *testing.T, mode string) {
 			old := topo.Primary()
 			ev := &faultEvent{Fault: fault.key, Round: round, OldNode: old.Addr()}
 			events = append(events, ev)
+			ev.begin(f)
 			WaitPhase(100 * time.Millisecond) // between two 250 ms slots
 			ev.Start = time.Now()
 			var paused []*redistest.Server
@@ -158,6 +159,7 @@ func sentinelRun(t *testing.T, mode string) {
 				t.Fatalf("%s round %d: ticks did not flow after the topology settled", fault.key, round)
 			}
 			ev.Settled = time.Now()
+			ev.end(f)
 			p := topo.Primary()
 			ev.Lost = checkLoss(t, cons.Entries(), ev.Start.Add(-5*time.Second), streams, func(ctx context.Context, s, start string) ([]goredis.XMessage, error) {
 				return p.Client().XRange(ctx, s, start, "+").Result()
@@ -180,7 +182,7 @@ func sentinelRun(t *testing.T, mode string) {
 		}
 	}
 	for _, fault := range sentinelFaults {
-		row := faultRow(t, sentinelScenario(fault.key, mode), events, stats, fault.key)
+		row := faultRow(t, sentinelScenario(fault.key, mode), "first tick on the new primary", events, stats, fault.key)
 		if fault.key == "switchover" {
 			if row.Duplicates > 0 {
 				t.Errorf("%s: %d ticks seen twice across the coordinated switchover, want 0", row.Scenario, row.Duplicates)

@@ -370,6 +370,37 @@ type faultEvent struct {
 	NewNode  string
 	Lost     []seenEntry // seen by the consumer, absent on the new primary
 	Note     string
+	// Counted is, per job, how many slots the replicas counted as missed
+	// (scheduler_job_missed_ticks_total) from the fault until Settled.
+	Counted map[string]int
+	before  map[string]float64
+}
+
+// missedCounters sums each job's missed counter over the live replicas.
+func missedCounters(f *Fleet) map[string]float64 {
+	out := map[string]float64{}
+	for _, r := range f.Live() {
+		m, err := f.scrape(r)
+		if err != nil {
+			continue
+		}
+		for _, j := range quickJobs {
+			out[j] += m.Job("scheduler_job_missed_ticks_total", j)
+		}
+	}
+	return out
+}
+
+// begin records the counters before the fault.
+func (e *faultEvent) begin(f *Fleet) { e.before = missedCounters(f) }
+
+// end records how many missed slots the replicas counted since begin.
+func (e *faultEvent) end(f *Fleet) {
+	after := missedCounters(f)
+	e.Counted = map[string]int{}
+	for _, j := range quickJobs {
+		e.Counted[j] = int(after[j] - e.before[j])
+	}
 }
 
 // eventStats is what one fault's window holds: duplicates (a job and
@@ -472,8 +503,9 @@ func checkLoss(t *testing.T, seen []seenEntry, from time.Time, streams map[strin
 }
 
 // faultRow is the report row and notes of one fault over its rounds.
-func faultRow(t *testing.T, scenario string, events []*faultEvent, stats []eventStats, key string) *Row {
-	r := &Row{Scenario: scenario, TimeLabel: "fault → first tick on the new primary"}
+// label says what FirstNew is ("first tick on the new primary").
+func faultRow(t *testing.T, scenario, label string, events []*faultEvent, stats []eventStats, key string) *Row {
+	r := &Row{Scenario: scenario, TimeLabel: "fault → " + label}
 	missed := map[string]int{}
 	var notes []string
 	for i, e := range events {
@@ -494,11 +526,11 @@ func faultRow(t *testing.T, scenario string, events []*faultEvent, stats []event
 			n += fmt.Sprintf(", named %s after the fault", fmtDur(e.Switched.Sub(e.Start)))
 		}
 		if !e.FirstNew.IsZero() {
-			n += fmt.Sprintf(", first tick there after %s", fmtDur(e.FirstNew.Sub(e.Start)))
+			n += fmt.Sprintf(", %s after %s", label, fmtDur(e.FirstNew.Sub(e.Start)))
 		}
-		n += fmt.Sprintf("; seen twice %d (%s %d, %s %d), missed %s %d / %s %d; entries the consumer saw that the new primary lost: %d; longest leaderless stretch %s; two replicas leading at once %s; new terms %d; WAIT shortfalls %d, step-downs after an unacknowledged claim %d, NOREPLICAS %d, fenced claims %d",
+		n += fmt.Sprintf("; seen twice %d (%s %d, %s %d), missed %s %d / %s %d (counted by the replicas as missed: %d / %d); entries the consumer saw that the new primary lost: %d; longest leaderless stretch %s; two replicas leading at once %s; new terms %d; WAIT shortfalls %d, step-downs after an unacknowledged claim %d, NOREPLICAS %d, fenced claims %d",
 			s.Dups[jobQuickMiss]+s.Dups[jobQuickDup], jobQuickMiss, s.Dups[jobQuickMiss], jobQuickDup, s.Dups[jobQuickDup],
-			jobQuickMiss, s.Missed[jobQuickMiss], jobQuickDup, s.Missed[jobQuickDup], len(e.Lost), fmtDur(s.Gap), fmtDur(s.Overlap),
+			jobQuickMiss, s.Missed[jobQuickMiss], jobQuickDup, s.Missed[jobQuickDup], e.Counted[jobQuickMiss], e.Counted[jobQuickDup], len(e.Lost), fmtDur(s.Gap), fmtDur(s.Overlap),
 			s.Logs.Became, s.Logs.Wait, s.Logs.WaitStepDown, s.Logs.NoReplicas, s.Logs.Fenced)
 		if len(s.DupSlots) > 0 {
 			show := s.DupSlots
