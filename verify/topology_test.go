@@ -545,7 +545,13 @@ func faultRow(t *testing.T, scenario, label string, events []*faultEvent, stats 
 		notes = append(notes, n+".")
 		t.Logf("%s %s", scenario, n)
 	}
-	r.Missed = fmt.Sprintf("%s %d, %s %d", jobQuickMiss, missed[jobQuickMiss], jobQuickDup, missed[jobQuickDup])
+	lost := 0
+	for _, e := range events {
+		if e.Fault == key {
+			lost += len(e.Lost)
+		}
+	}
+	r.Missed = fmt.Sprintf("%s %d, %s %d; read, then lost with the old primary: %d", jobQuickMiss, missed[jobQuickMiss], jobQuickDup, missed[jobQuickDup], lost)
 	r.Notes = notes
 	return r
 }
