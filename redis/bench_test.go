@@ -72,7 +72,12 @@ func BenchmarkClaimCluster(b *testing.B) {
 			if err := cl.Flush(ctx); err != nil {
 				b.Fatal(err)
 			}
-			c := goredis.NewClusterClient(cl.ClusterOptions())
+			o := cl.ClusterOptions()
+			// A batch of 10,000 on a loaded machine can take longer than
+			// go-redis's default 3 s read timeout; that is a slow call, not a
+			// failure of the benchmark.
+			o.ReadTimeout = 30 * time.Second
+			c := goredis.NewClusterClient(o)
 			defer c.Close()
 			prefix := redis.HashTagged("onetick")
 			be := redis.New(c, redis.Options{Prefix: prefix})
