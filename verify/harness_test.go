@@ -461,7 +461,7 @@ type Fleet struct {
 	Redis       *redistest.Server
 	cfgPath     string
 	bus         *bus
-	client      *goredis.Client
+	client      goredis.UniversalClient
 	backend     *otredis.Backend
 
 	mu       sync.Mutex
@@ -487,6 +487,22 @@ func NewFleetWith(t *testing.T, scenario string, srv *redistest.Server, yaml str
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	f := &Fleet{t: t, Scenario: scenario, Redis: srv, cfgPath: cfg, bus: newBus(), client: c,
 		backend: otredis.New(c, otredis.Options{Prefix: prefix}), final: map[*Replica]Metrics{}}
+	t.Cleanup(f.close)
+	return f
+}
+
+// NewFleetOn prepares a fleet whose configuration names its Redis
+// itself (a Sentinel or Cluster section): its replicas are started
+// without --redis, and client (closed with the fleet) reads what they
+// write, with the backend's key prefix.
+func NewFleetOn(t *testing.T, scenario, yaml string, client goredis.UniversalClient, keyPrefix string) *Fleet {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "onetick.yaml")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := &Fleet{t: t, Scenario: scenario, StoreFaults: true, cfgPath: cfg, bus: newBus(), client: client,
+		backend: otredis.New(client, otredis.Options{Prefix: keyPrefix}), final: map[*Replica]Metrics{}}
 	t.Cleanup(f.close)
 	return f
 }
@@ -540,12 +556,18 @@ func WithRedisURL(url string) StartOpt { return func(o *startOpts) { o.redisURL 
 // Start starts a replica and waits until its HTTP server listens.
 func (f *Fleet) Start(name string, opts ...StartOpt) *Replica {
 	f.t.Helper()
-	o := startOpts{redisURL: f.Redis.URL()}
+	var o startOpts
+	if f.Redis != nil {
+		o.redisURL = f.Redis.URL()
+	}
 	for _, fn := range opts {
 		fn(&o)
 	}
-	cmd := exec.Command(binPath, "run", "--config", f.cfgPath, "--replica", name,
-		"--listen", "127.0.0.1:0", "--redis", o.redisURL, "--log-format", "json")
+	args := []string{"run", "--config", f.cfgPath, "--replica", name, "--listen", "127.0.0.1:0", "--log-format", "json"}
+	if o.redisURL != "" {
+		args = append(args, "--redis", o.redisURL)
+	}
+	cmd := exec.Command(binPath, args...)
 	cmd.Env = append(os.Environ(), o.env...)
 	cmd.Stdout = io.Discard
 	stderr, err := cmd.StderrPipe()
