@@ -384,6 +384,8 @@ func (e *env) postgresSection(ctx context.Context) (string, error) {
 		rThr.set(x.key, cell{text: fmt.Sprintf("%.0f (%d in %s; first claim after %s)", x.r.thr, x.r.firstCount, fmtDur(x.r.firstSpan), fmtDur(x.r.firstFirst)), vals: []float64{x.r.thr}})
 		if len(x.r.ds) > 0 {
 			rBig.set(x.key, cell{text: fmtDur(pct(x.r.ds, 50)) + " / " + fmtDur(pct(x.r.ds, 99)), vals: []float64{pct(x.r.ds, 50).Seconds(), pct(x.r.ds, 99).Seconds()}})
+		} else {
+			rBig.text(x.key, "none: no slot after the first was claimed within the run")
 		}
 		var spans []string
 		for _, sl := range x.r.slots {
