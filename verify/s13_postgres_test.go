@@ -12,6 +12,7 @@ package verify
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,7 +48,8 @@ func TestPostgresLongPause(t *testing.T) {
 }
 
 // TestPostgresPartition cuts the leader off PostgreSQL, first resetting
-// its connections, then silently dropping its traffic. Each time the
+// its connections, then silently dropping its traffic, then slows its
+// link. Each time the
 // isolated leader stops leading before the database grants the lease to
 // a standby, the standby takes over, nothing is fired twice, the isolated
 // term writes nothing after the new one began, and after the heal the old
@@ -58,8 +60,8 @@ func TestPostgresLongPause(t *testing.T) {
 // in the network is at most one statement of a transaction whose client
 // has gone, and it rolls back with the connection (the lease check inside
 // the transaction is what fences a late claim; the backend's own tests
-// cover it). Nor does the 200ms-latency phase: five round trips of 400ms
-// put a claim past the 1ms-grace job's (1s-floored) grace.
+// cover it). The 200ms-latency phase runs, but what it costs the
+// 1ms-grace job is measured, not asserted (pgDelayPhase).
 func TestPostgresPartition(t *testing.T) {
 	const scenario = "13e. postgres: partition leader↔postgres"
 	Scenario(t, scenario)
@@ -160,20 +162,136 @@ func TestPostgresPartition(t *testing.T) {
 		Settle(2 * time.Second)
 	}
 
+	dFrom, dTo, note := pgDelayPhase(t, f, f.WaitLeader(2*ttl), proxies)
+	notes = append(notes, note)
+
+	Settle(2 * time.Second)
 	f.WaitLeader(2 * ttl)
 	as := f.Snapshot()
-	CheckInvariants(t, as, jobGrace, jobDup)
+	CheckInvariants(t, as, jobDup)
 	f.CheckMissedCounters(as)
-	for _, g := range as[jobMissed].Gaps {
-		if g.FromTerm == g.ToTerm {
-			t.Errorf("%s: %d slots skipped after %s while %s led throughout", jobMissed, g.Missing, g.After, g.FromTerm)
-		}
-		if g.Missing > maxMissedPerFailover {
-			t.Errorf("%s: %d slots missed between %s and %s, want <= %d", jobMissed, g.Missing, g.FromTerm, g.ToTerm, maxMissedPerFailover)
+	// Gaps during the delay phase (and the takeover it may cause) are
+	// measured, not asserted; elsewhere the partition's bounds hold.
+	inDelay := func(g Gap) bool {
+		return g.Before.Time().After(dFrom) && g.After.Time().Before(dTo.Add(2*ttl))
+	}
+	delayed := map[string]int{}
+	for _, j := range []string{jobMissed, jobGrace} {
+		for _, g := range as[j].Gaps {
+			if inDelay(g) {
+				delayed[j] += g.Missing
+				continue
+			}
+			if j == jobGrace {
+				t.Errorf("%s: %d slots missed after %s (%s -> %s), outside the delay phase", j, g.Missing, g.After, g.FromTerm, g.ToTerm)
+				continue
+			}
+			if g.FromTerm == g.ToTerm {
+				t.Errorf("%s: %d slots skipped after %s while %s led throughout", jobMissed, g.Missing, g.After, g.FromTerm)
+			}
+			if g.Missing > maxMissedPerFailover {
+				t.Errorf("%s: %d slots missed between %s and %s, want <= %d", jobMissed, g.Missing, g.FromTerm, g.ToTerm, maxMissedPerFailover)
+			}
 		}
 	}
-	AddRow(t, &Row{Scenario: scenario, Runs: 2, Duplicates: TotalDuplicates(as), Missed: MissedSummary(as),
+	notes = append(notes, fmt.Sprintf("delay: in and just after the delay phase %s missed %d slots, %s %d, %s none (measured, not asserted).",
+		jobMissed, delayed[jobMissed], jobGrace, delayed[jobGrace], jobDup))
+	AddRow(t, &Row{Scenario: scenario, Runs: 3, Duplicates: TotalDuplicates(as), Missed: MissedSummary(as),
 		TimeLabel: "fault → became leader", Times: takeovers, Notes: notes})
+}
+
+// pgDelayPhase adds 200ms of latency each way to the leader's link for
+// 8s (its connections reset at the start, so they are set up again over
+// the slow link). Asserted: never two leaders. Measured, not asserted:
+// leadership changes, renewals and how late the claims land. On
+// PostgreSQL a new connection costs round trips of its own (start-up, and
+// preparing each statement on first use) and a claim is a transaction of
+// several, so with the suite's 3s ttl the leader may not renew in time.
+// It returns the phase's start and end, and a note.
+func pgDelayPhase(t *testing.T, f *Fleet, leader *Replica, proxies map[*Replica]*Proxy) (time.Time, time.Time, string) {
+	t.Helper()
+	changes := func() float64 {
+		var s float64
+		for _, r := range f.Live() {
+			s += f.Scrape(r).Get("scheduler_leadership_changes_total")
+		}
+		return s
+	}
+	before := changes()
+	m0 := f.Scrape(leader)
+	h0 := m0.Histogram("scheduler_renewal_latency_seconds")
+	d0 := m0.Histogram("scheduler_tick_delay_seconds")
+	mark := leader.Mark()
+	const delay = 200 * time.Millisecond
+	WaitPhase(500 * time.Millisecond)
+	from := time.Now()
+	proxies[leader].SetDelay(delay)
+	proxies[leader].Reset()
+	end := time.Now().Add(8 * time.Second)
+	samples, several := 0, 0
+	for time.Now().Before(end) {
+		next := time.Now().Add(time.Second)
+		ls, err := f.Leaders()
+		samples++
+		if err != nil || len(ls) > 1 {
+			several++
+			t.Errorf("delay: leaders %v (err %v): more than one", names(ls), err)
+		}
+		time.Sleep(time.Until(next))
+	}
+	m1 := f.Scrape(leader)
+	proxies[leader].SetDelay(0)
+	to := time.Now()
+	changed := changes() - before
+	h1 := m1.Histogram("scheduler_renewal_latency_seconds")
+	d1 := m1.Histogram("scheduler_tick_delay_seconds")
+	n := h1.Count - h0.Count
+	mean := 0.0
+	if n > 0 {
+		mean = (h1.Sum - h0.Sum) / n
+	}
+	if n > 0 && mean < (2*delay).Seconds() {
+		t.Errorf("delay: mean renewal latency %s under %s each way, want >= %s: the delay did not apply", fmtSeconds(mean), delay, 2*delay)
+	}
+	var stop string
+	if l, ok := leader.FindLog(mark, Msg("stopped leading")); ok {
+		stop = fmt.Sprintf("; %s stopped leading %s into the phase (reason %q)", leader.Name, fmtDur(l.Time.Sub(from)), l.Str("reason"))
+	}
+	var dd Hist
+	dd.Add(d1)
+	for b, c := range d0.Buckets {
+		dd.Buckets[b] -= c
+	}
+	dd.Sum, dd.Count = d1.Sum-d0.Sum, d1.Count-d0.Count
+	skipped, failed := int64(0), 0
+	var errs []string
+	for _, l := range leader.Lines()[mark:] {
+		if l.Level != "INFO" {
+			t.Logf("delay: %s logged: %s", leader.Name, l.Raw)
+		}
+		if l.Msg == "claim failed; retrying while the lease is trusted" {
+			failed++
+			if e := l.Str("err"); len(errs) == 0 || errs[len(errs)-1] != e {
+				errs = append(errs, e)
+			}
+		}
+		if l.Msg == "gap: slots skipped" {
+			skipped += l.Int("skipped")
+		}
+	}
+	// The latest append of the phase, relative to its slot.
+	var late time.Duration
+	for _, j := range allJobs {
+		for _, e := range f.ReadStream(j) {
+			if e.At.After(from) && e.At.Before(to) {
+				late = max(late, e.At.Sub(e.Slot.Time()))
+			}
+		}
+	}
+	t.Logf("delay: %v leadership changes%s; %v renewals by %s, mean %s; its tick delay p50 %s, p99 %s (%v ticks); latest append %s after its slot; %d slots logged as skipped by it",
+		changed, stop, n, leader.Name, fmtSeconds(mean), fmtSeconds(dd.Quantile(0.5)), fmtSeconds(dd.Quantile(0.99)), dd.Count, fmtDur(late), skipped)
+	return from, to, fmt.Sprintf("delay %s each way on the leader's link for 8s, its connections reset at the start (measured, not asserted beyond never two leaders: %d samples): %v leadership change(s)%s; %v renewals averaging %s; %v ticks claimed by it meanwhile (delay p50 %s, p99 %s), the latest append of the phase %s after its slot; %d claim attempts failed (errors, in turn: %s): a claim on a new connection (start-up, preparing its statements, a transaction of several statements) takes more round trips than fit before the trust deadline, which bounds each attempt, and a cancelled attempt closes its connection; it logged %d skipped slots.",
+		delay, samples, changed, stop, n, fmtSeconds(mean), dd.Count, fmtSeconds(dd.Quantile(0.5)), fmtSeconds(dd.Quantile(0.99)), fmtDur(late), failed, strings.Join(errs, " / "), skipped)
 }
 
 // pgDown is how long the server stays dead in the long outage: longer
