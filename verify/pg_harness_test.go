@@ -57,6 +57,12 @@ type PGFleet struct {
 // server; a private server goes away whole).
 func NewPGFleet(t *testing.T, scenario, dbURL string) *PGFleet {
 	t.Helper()
+	return newPGFleet(t, scenario, dbURL, func(y string) string { return y })
+}
+
+// newPGFleet is NewPGFleet with the configuration passed through edit.
+func newPGFleet(t *testing.T, scenario, dbURL string, edit func(yaml string) string) *PGFleet {
+	t.Helper()
 	var schema string
 	if dbURL == pgtest.URL() {
 		schema = pgtest.Schema(t)
@@ -65,7 +71,7 @@ func NewPGFleet(t *testing.T, scenario, dbURL string) *PGFleet {
 	}
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "onetick.yaml")
-	if err := os.WriteFile(cfg, []byte(pgConfigYAML(dbURL, schema)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(edit(pgConfigYAML(dbURL, schema))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	pg, err := otpostgres.Open(context.Background(), dbURL, otpostgres.Options{Schema: schema})
