@@ -250,9 +250,6 @@ func pgDelayPhase(t *testing.T, f *Fleet, leader *Replica, proxies map[*Replica]
 	if n > 0 {
 		mean = (h1.Sum - h0.Sum) / n
 	}
-	if n > 0 && mean < (2*delay).Seconds() {
-		t.Errorf("delay: mean renewal latency %s under %s each way, want >= %s: the delay did not apply", fmtSeconds(mean), delay, 2*delay)
-	}
 	var stop string
 	if l, ok := leader.FindLog(mark, Msg("stopped leading")); ok {
 		stop = fmt.Sprintf("; %s stopped leading %s into the phase (reason %q)", leader.Name, fmtDur(l.Time.Sub(from)), l.Str("reason"))
