@@ -46,10 +46,12 @@ fuzz:
 	$(GO) test -run xxx -fuzz FuzzParseRetryAfter -fuzztime 30s ./executor/
 	$(GO) test -run xxx -fuzz FuzzQuery -fuzztime 30s ./internal/web/
 
-# Go benchmarks of the engine, then the side-by-side harness (its own module).
+# Go benchmarks of the engine, then the side-by-side harness (its own module):
+# against asynq and gocron on Redis, then against River on PostgreSQL.
 bench: deps
 	$(GO) test -run xxx -bench . -benchmem ./...
 	cd bench && $(GO) run . 
+	cd bench && $(GO) run . -only postgres
 
 # The fault-injection verification suite (real processes, real redis-server),
 # then the Sentinel and Cluster failover measurements of the test harness.

@@ -36,13 +36,13 @@ func progress(format string, args ...any) {
 }
 
 func main() {
-	only := flag.String("only", "", `run one part only: "schedulers" or "workers" (results in RESULTS-<part>.md)`)
+	only := flag.String("only", "", `run one part only: "schedulers", "workers" or "postgres" (results in RESULTS-<part>.md)`)
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each worker-throughput run to `prefix`-<system>-c<concurrency>.pprof")
 	flag.Parse()
 	switch *only {
-	case "", "schedulers", "workers":
+	case "", "schedulers", "workers", "postgres":
 	default:
-		fmt.Fprintf(os.Stderr, "bench: -only must be schedulers or workers, got %q\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: -only must be schedulers, workers or postgres, got %q\n", *only)
 		os.Exit(2)
 	}
 	if err := run(*only, *cpuprofile); err != nil {
@@ -77,11 +77,16 @@ func run(only, cpuprofile string) error {
 	floor := measureFloor(ctx, adm)
 
 	var sched, workers string
-	if only != "workers" {
+	if only == "" || only == "schedulers" {
 		sched = e.schedulerSection(ctx, systems, started)
 	}
-	if only != "schedulers" {
+	if only == "" || only == "workers" {
 		workers = e.workersSection(ctx, cpuprofile)
+	}
+	if only == "postgres" { // not in a full run: it needs PostgreSQL
+		if sched, err = e.postgresSection(ctx); err != nil {
+			return err
+		}
 	}
 
 	// Output.

@@ -32,6 +32,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onetick/onetick/internal/redistest"
+	otpostgres "github.com/onetick/onetick/postgres"
 	otredis "github.com/onetick/onetick/redis"
 )
 
@@ -463,6 +464,9 @@ type Fleet struct {
 	bus         *bus
 	client      goredis.UniversalClient
 	backend     *otredis.Backend
+	// pg, when set, is the PostgreSQL the fleet uses (Redis, client and
+	// backend are then nil): the streams are read from it.
+	pg *otpostgres.Backend
 
 	mu       sync.Mutex
 	replicas []*Replica
@@ -536,7 +540,12 @@ func (f *Fleet) close() {
 		recordRenewal(f.Scenario, f.StoreFaults, r.Name+"@"+strconv.Itoa(r.cmd.Process.Pid), m.Histogram("scheduler_renewal_latency_seconds"))
 	}
 	f.mu.Unlock()
-	_ = f.client.Close()
+	if f.client != nil {
+		_ = f.client.Close()
+	}
+	if f.pg != nil {
+		_ = f.pg.Close()
+	}
 }
 
 // StartOpt configures one replica.
@@ -564,7 +573,7 @@ func (f *Fleet) Start(name string, opts ...StartOpt) *Replica {
 		fn(&o)
 	}
 	args := []string{"run", "--config", f.cfgPath, "--replica", name, "--listen", "127.0.0.1:0", "--log-format", "json"}
-	if o.redisURL != "" {
+	if o.redisURL != "" { // none: the backend of the configuration file
 		args = append(args, "--redis", o.redisURL)
 	}
 	cmd := exec.Command(binPath, args...)

@@ -27,8 +27,11 @@ func steadyDuration(t *testing.T) time.Duration {
 func TestSteadyState(t *testing.T) {
 	const scenario = "1. steady state"
 	Scenario(t, scenario)
-	dur := steadyDuration(t)
-	f := NewFleet(t, scenario, StartRedis(t))
+	steadyState(t, scenario, NewFleet(t, scenario, StartRedis(t)), steadyDuration(t))
+}
+
+// steadyState is TestSteadyState's scenario on the fleet f, for dur.
+func steadyState(t *testing.T, scenario string, f *Fleet, dur time.Duration) {
 	first := f.Start("r1")
 	f.Start("r2")
 	f.Start("r3")

@@ -25,10 +25,13 @@ var maxMissedPerFailover = int(math.Ceil(float64(ttl)/float64(interval))) + 1
 // slots per failover and counts exactly the slots it skips; the others
 // catch up; nothing is fired twice.
 func TestKillLeader(t *testing.T) {
-	const rounds = 4
 	const scenario = "2. kill -9 leader"
 	Scenario(t, scenario)
-	f := NewFleet(t, scenario, StartRedis(t))
+	killLeader(t, scenario, NewFleet(t, scenario, StartRedis(t)), 4)
+}
+
+// killLeader is TestKillLeader's scenario on the fleet f (of any store).
+func killLeader(t *testing.T, scenario string, f *Fleet, rounds int) {
 	for i := 1; i <= 3; i++ {
 		f.Start(fmt.Sprintf("r%d", i))
 	}
@@ -216,7 +219,11 @@ func roundAll(ds []time.Duration) []time.Duration {
 func TestRollingDeploy(t *testing.T) {
 	const scenario = "3. rolling deploy"
 	Scenario(t, scenario)
-	f := NewFleet(t, scenario, StartRedis(t))
+	rollingDeploy(t, scenario, NewFleet(t, scenario, StartRedis(t)))
+}
+
+// rollingDeploy is TestRollingDeploy's scenario on the fleet f.
+func rollingDeploy(t *testing.T, scenario string, f *Fleet) {
 	old := []*Replica{f.Start("v1-a")}
 	f.WaitLeader(2 * ttl)
 	old = append(old, f.Start("v1-b"), f.Start("v1-c"))
@@ -281,11 +288,14 @@ func TestRollingDeploy(t *testing.T) {
 func TestLongPause(t *testing.T) {
 	const scenario = "4. long pause (SIGSTOP 2×ttl)"
 	Scenario(t, scenario)
-	f := NewFleet(t, scenario, StartRedis(t))
+	longPause(t, scenario, NewFleet(t, scenario, StartRedis(t)), 2)
+}
+
+// longPause is TestLongPause's scenario on the fleet f.
+func longPause(t *testing.T, scenario string, f *Fleet, rounds int) {
 	for i := 1; i <= 3; i++ {
 		f.Start(fmt.Sprintf("r%d", i))
 	}
-	const rounds = 2
 	var takeovers []time.Duration
 	var notes []string
 	for round := 1; round <= rounds; round++ {

@@ -36,7 +36,13 @@ func entryTime(id string) time.Time {
 // ReadStream reads a job's whole stream.
 func (f *Fleet) ReadStream(job string) []Entry {
 	f.t.Helper()
-	recs, err := f.backend.ReadStream(ctxFor(f.t, 10*time.Second), streamOf(job), 0)
+	var recs []onetick.TickRecord
+	var err error
+	if f.pg != nil {
+		recs, err = f.readPGStream(streamOf(job))
+	} else {
+		recs, err = f.backend.ReadStream(ctxFor(f.t, 10*time.Second), streamOf(job), 0)
+	}
 	if err != nil {
 		f.t.Fatalf("reading stream of %s: %v", job, err)
 	}
@@ -277,6 +283,10 @@ func (f *Fleet) Snapshot() map[string]*Analysis {
 func (f *Fleet) streamLens() string {
 	var b strings.Builder
 	for _, j := range allJobs {
+		if f.pg != nil {
+			fmt.Fprintf(&b, "%d,", len(f.ReadStream(j)))
+			continue
+		}
 		n, err := f.client.XLen(ctxFor(f.t, 5*time.Second), streamOf(j)).Result()
 		if err != nil {
 			f.t.Fatalf("XLEN %s: %v", j, err)

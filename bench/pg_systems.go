@@ -1,0 +1,309 @@
+package main
+
+// The contenders on PostgreSQL: onetick's postgres backend, and River's
+// periodic jobs (github.com/riverqueue/river, the Go job queue on
+// PostgreSQL; periodic jobs are inserted by the elected leader client).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/onetick/onetick"
+	otpostgres "github.com/onetick/onetick/postgres"
+)
+
+// pgURL is the machine's PostgreSQL (BENCH_POSTGRES_URL overrides).
+func pgURL() string {
+	if u := getenv("BENCH_POSTGRES_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// pgAdmin is the harness's own connection: schemas, counts, version.
+type pgAdmin struct{ pool *pgxpool.Pool }
+
+func (a pgAdmin) version(ctx context.Context) string {
+	var v string
+	if err := a.pool.QueryRow(ctx, "SHOW server_version").Scan(&v); err != nil {
+		return "unknown"
+	}
+	return v
+}
+
+// freshSchema creates a new empty schema for one scenario and returns its
+// name; dropSchemas drops every schema made so.
+func (a pgAdmin) freshSchema(ctx context.Context, tag string) (string, error) {
+	name := fmt.Sprintf("bench_%s_%d", tag, time.Now().UnixNano()%1e9)
+	_, err := a.pool.Exec(ctx, "CREATE SCHEMA "+name)
+	return name, err
+}
+
+func (a pgAdmin) dropSchemas(ctx context.Context) {
+	rows, err := a.pool.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'bench\_%'`)
+	if err != nil {
+		return
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		_, _ = a.pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{n}.Sanitize()+" CASCADE")
+	}
+}
+
+// pgGated is gatedBackend on PostgreSQL: while the gate is paused every
+// store call blocks; a claim held back is then sent anyway (as if it had
+// left the process just before the stall), so the store's fence decides.
+type pgGated struct {
+	*otpostgres.Backend
+	g                                     *gate
+	heldClaims, fencedClaims, fencedTicks atomic.Int64
+}
+
+func (b *pgGated) Acquire(ctx context.Context, holder string, ttl time.Duration) (onetick.Grant, error) {
+	b.g.wait()
+	return b.Backend.Acquire(ctx, holder, ttl)
+}
+
+func (b *pgGated) Renew(ctx context.Context, l onetick.Lease, ttl time.Duration) (onetick.Grant, error) {
+	b.g.wait()
+	return b.Backend.Renew(ctx, l, ttl)
+}
+
+func (b *pgGated) Release(ctx context.Context, l onetick.Lease) error {
+	b.g.wait()
+	return b.Backend.Release(ctx, l)
+}
+
+func (b *pgGated) LastFired(ctx context.Context, jobs []string) (map[string]onetick.Slot, error) {
+	b.g.wait()
+	return b.Backend.LastFired(ctx, jobs)
+}
+
+func (b *pgGated) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Tick) (onetick.ClaimResult, error) {
+	if b.g.wait() {
+		b.heldClaims.Add(1)
+		res, err := b.Backend.Claim(context.WithoutCancel(ctx), l, ticks)
+		if errors.Is(err, onetick.ErrFenced) {
+			b.fencedClaims.Add(1)
+			b.fencedTicks.Add(int64(len(ticks)))
+		}
+		return res, err
+	}
+	return b.Backend.Claim(ctx, l, ticks)
+}
+
+// otPGInst is one onetick replica on PostgreSQL, as a goroutine with its
+// own connection pool (and LISTEN connection), as a process would have.
+type otPGInst struct {
+	g      *gate
+	be     *pgGated
+	s      *onetick.Scheduler
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (i *otPGInst) stop() {
+	i.cancel()
+	<-i.done
+	_ = i.be.Close()
+}
+
+func (i *otPGInst) gate() *gate { return i.g }
+
+// migrateOnetick creates onetick's tables in schema.
+func migrateOnetick(ctx context.Context, schema string) error {
+	b, err := otpostgres.Open(ctx, pgURL(), otpostgres.Options{Schema: schema})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return b.Migrate(ctx)
+}
+
+// startOnetickPG starts replica id of jobs in schema; r, if set, records
+// each claimed tick when the sink receives it.
+func startOnetickPG(schema string, id int, jobs []onetick.Job, lease onetick.LeaseConfig, r *recorder, logs *logCounter) (*otPGInst, error) {
+	pg, err := otpostgres.Open(context.Background(), pgURL(), otpostgres.Options{Schema: schema})
+	if err != nil {
+		return nil, err
+	}
+	be := &pgGated{Backend: pg, g: &gate{}}
+	inst := &otPGInst{g: be.g, be: be, done: make(chan struct{})}
+	if logs == nil {
+		logs = &logCounter{}
+	}
+	cfg := onetick.Config{Backend: be, Replica: "r" + strconv.Itoa(id), Jobs: jobs, Lease: lease, Logger: slog.New(logs)}
+	if r != nil {
+		cfg.Sink = onetick.SinkFunc(func(_ context.Context, ticks []onetick.TickRecord) error {
+			now := time.Now().UnixNano()
+			xs := make([]rec, len(ticks))
+			for k, t := range ticks {
+				xs[k] = rec{job: jobIndex(t.Job), inst: int32(id), slot: int64(t.Slot), at: now}
+			}
+			r.addBatch(xs)
+			return nil
+		})
+	}
+	s, err := onetick.New(cfg)
+	if err != nil {
+		_ = pg.Close()
+		return nil, err
+	}
+	inst.s = s
+	ctx, cancel := context.WithCancel(context.Background())
+	inst.cancel = cancel
+	go func() {
+		defer close(inst.done)
+		_ = s.Run(ctx)
+	}()
+	return inst, nil
+}
+
+// otPGStoreRecs reads the entries table: what onetick enqueued, at the
+// database's clock of the append.
+func (a pgAdmin) otPGStoreRecs(ctx context.Context, schema string) ([]rec, error) {
+	rows, err := a.pool.Query(ctx, `SELECT job, slot, ms, replica FROM `+schema+`.entries`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (rec, error) {
+		var job, replica string
+		var slot, at int64
+		err := row.Scan(&job, &slot, &at, &replica)
+		inst, _ := strconv.Atoi(replica[1:])
+		return rec{job: jobIndex(job), inst: int32(inst), slot: slot, at: at * int64(time.Millisecond)}, err
+	})
+}
+
+// River.
+
+// riverArgs is the periodic job's payload: which of the n jobs it is.
+type riverArgs struct {
+	Job int `json:"job"`
+}
+
+func (riverArgs) Kind() string { return "bench_tick" }
+
+type riverWorker struct {
+	river.WorkerDefaults[riverArgs]
+}
+
+func (riverWorker) Work(context.Context, *river.Job[riverArgs]) error { return nil }
+
+// everySecond is a PeriodicSchedule on whole seconds, as the other
+// systems fire (River's PeriodicInterval counts from the leader's start).
+type everySecond struct{}
+
+func (everySecond) Next(t time.Time) time.Time { return t.Truncate(time.Second).Add(time.Second) }
+
+// riverLeaderTTL is River's leadership TTL: its elect interval (5 s) plus
+// a fixed 10 s padding; not configurable through river.Config.
+const riverLeaderTTL = 15 * time.Second
+
+// migrateRiver creates River's tables in schema.
+func migrateRiver(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	m, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Schema: schema, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	return err
+}
+
+// riverInst is one River client with n periodic jobs, its own pool whose
+// connection acquisitions block while its gate is paused (a stalled
+// process: every database call it starts waits, then proceeds).
+type riverInst struct {
+	id     string
+	g      *gate
+	pool   *pgxpool.Pool
+	client *river.Client[pgx.Tx]
+}
+
+func (i *riverInst) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = i.client.Stop(ctx)
+	i.pool.Close()
+}
+
+func (i *riverInst) gate() *gate { return i.g }
+
+func startRiver(schema string, id, n int) (*riverInst, error) {
+	g := &gate{}
+	cfg, err := pgxpool.ParseConfig(pgURL())
+	if err != nil {
+		return nil, err
+	}
+	cfg.PrepareConn = func(context.Context, *pgx.Conn) (bool, error) {
+		g.wait()
+		return true, nil
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, riverWorker{})
+	var periodic []*river.PeriodicJob
+	for j := range n {
+		periodic = append(periodic, river.NewPeriodicJob(everySecond{}, func() (river.JobArgs, *river.InsertOpts) {
+			return riverArgs{Job: j}, nil
+		}, nil))
+	}
+	name := "c" + strconv.Itoa(id)
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		ID:           name,
+		Schema:       schema,
+		Logger:       slog.New(slog.DiscardHandler),
+		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
+		Workers:      workers,
+		PeriodicJobs: periodic,
+	})
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := client.Start(context.Background()); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &riverInst{id: name, g: g, pool: pool, client: client}, nil
+}
+
+// riverLeader is the id of the client River's leader table names.
+func (a pgAdmin) riverLeader(ctx context.Context, schema string) (string, error) {
+	var id string
+	err := a.pool.QueryRow(ctx, `SELECT leader_id FROM `+schema+`.river_leader`).Scan(&id)
+	return id, err
+}
+
+// riverStoreRecs reads river_job: every periodic job inserted, its slot
+// the scheduled_at River set (the schedule's instant), at its created_at
+// (the database's clock at insert).
+func (a pgAdmin) riverStoreRecs(ctx context.Context, schema string) ([]rec, error) {
+	rows, err := a.pool.Query(ctx, `SELECT (args->>'job')::int, scheduled_at, created_at FROM `+schema+`.river_job WHERE kind = 'bench_tick'`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (rec, error) {
+		var job int32
+		var slot, at time.Time
+		err := row.Scan(&job, &slot, &at)
+		return rec{job: job, inst: -1, slot: slot.UnixMilli(), at: at.UnixNano()}, err
+	})
+}
