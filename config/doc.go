@@ -10,13 +10,25 @@
 //
 // # Format
 //
-//	backend:                 # optional; absent: the embedded in-process backend
-//	  redis:
-//	    url: redis://127.0.0.1:6379/0   # required; redis:// or rediss:// (TLS)
-//	    prefix: onetick                 # key prefix; default onetick
+//	backend:                 # optional; absent: the durable file store at its default path
+//	  file: {path: ""}       # the durable file store (one host); default path in the README
+//	  memory: {}             # the in-process store: state lost on exit (tests, demos)
+//	  redis:                 # or a Redis (at most one of file, memory, redis, postgres)
+//	    url: redis://127.0.0.1:6379/0   # redis:// or rediss:// (TLS); required unless sentinel or cluster
+//	    prefix: onetick                 # key prefix; default onetick ({onetick} in a cluster)
 //	    username: ""                    # optional; overrides the URL's
 //	    password: ${REDIS_PASSWORD}     # optional; overrides the URL's
 //	    clock_tolerance: 100ms          # default 100ms
+//	    sentinel:                       # optional, instead of url: a Sentinel-managed primary
+//	      primary: mymaster             # required
+//	      addrs: [h1:26379, h2:26379]   # required; the sentinels
+//	      username: ""                  # the sentinels' own credentials
+//	      password: ${SENTINEL_PASSWORD}
+//	    cluster:                        # optional, instead of url: a Redis Cluster
+//	      addrs: [h1:7000, h2:7000]     # required; seed nodes
+//	    durability: async               # async (default) or replicated (WAIT after acquire, renew, claim)
+//	    replicas: 1                     # replicated: replicas that must acknowledge; default 1
+//	    replication_timeout: 100ms      # replicated: how long WAIT waits
 //	    tls:                            # optional
 //	      enabled: false                # implied by rediss://
 //	      ca_file: ""                   # PEM CAs to trust instead of the system's
@@ -24,6 +36,11 @@
 //	      key_file: ""                  # ... and its key (both or neither)
 //	      server_name: ""               # default the URL's host
 //	      insecure_skip_verify: false
+//	  postgres:                         # or PostgreSQL
+//	    url: postgres://onetick:${PGPASSWORD}@db:5432/app?sslmode=verify-full  # required; postgres:// or postgresql://
+//	    schema: onetick                 # onetick's tables; default onetick
+//	    clock_tolerance: 100ms          # default 100ms
+//	    entry_retention: 0s             # delete stream entries older than this; default 0: kept
 //	lease:
 //	  ttl: 15s                 # default 15s; at least 10ms
 //	  renew: 5s                # default ttl/3; must be below ttl/2
@@ -47,6 +64,14 @@
 //	    stream: billing:jobs         # default <prefix>:stream:<name>
 //	    max_len: 10000               # approximate stream trimming; default 0 (none)
 //	    payload: {task: billing.run} # any YAML value, stored as compact JSON; default {}
+//	    run: {command: {argv: [...]}} # optional: the work a worker runs once per tick (see below)
+//
+// The top-level role (both, scheduler or worker), the worker section
+// (group, concurrency, takeover_idle, heartbeat, done_retention,
+// max_deliveries, shutdown_timeout) and a job's run block (command or http,
+// timeout, max_attempts, backoff, max_backoff, overlap) configure the
+// workers; the README's "Run your code once" shows them with their
+// defaults, and packages worker and executor document them.
 //
 // Every section and field is optional unless marked required; an empty file
 // is valid (no jobs, embedded backend). Unknown fields are errors. A field
