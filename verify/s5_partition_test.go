@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/onetick/onetick"
 )
 
 // TestPartition cuts the leader off Redis, first by resetting its
@@ -151,6 +153,7 @@ func TestPartition(t *testing.T) {
 	// The latency comes with a reconnect (as on a route change): the
 	// leader's new connections are set up over the slow link.
 	const delay = 200 * time.Millisecond
+	delayStart := time.Now()
 	proxies[leader].SetDelay(delay)
 	proxies[leader].Reset()
 	end := time.Now().Add(8 * time.Second)
@@ -198,11 +201,19 @@ func TestPartition(t *testing.T) {
 	as := f.Snapshot()
 	CheckInvariants(t, as, jobGrace, jobDup)
 	f.CheckMissedCounters(as)
+	// The reconnect at the start of the delay phase costs a few 400ms round
+	// trips (dial, handshake, a claim cut off by the reset and sent again),
+	// so a slot due then may come later than the 1s grace floor: skipped
+	// and counted. After the reconnect window nothing may be skipped.
+	reconnected := onetick.SlotOf(delayStart.Add(3 * time.Second))
 	for _, g := range as[jobMissed].Gaps {
 		if g.FromTerm == g.ToTerm {
-			// Only the delay phase happens inside a term: with a 400ms round
-			// trip and the 1s grace floor nothing may be skipped there.
-			t.Errorf("%s: %d slots skipped after %s while %s led throughout (the delay phase)", jobMissed, g.Missing, g.After, g.FromTerm)
+			// Only the delay phase happens inside a term.
+			if g.After >= reconnected {
+				t.Errorf("%s: %d slots skipped after %s while %s led throughout (the delay phase, after the reconnect)", jobMissed, g.Missing, g.After, g.FromTerm)
+			} else {
+				t.Logf("%s: %d slots skipped after %s while the leader reconnected over the slow link (counted)", jobMissed, g.Missing, g.After)
+			}
 		}
 		if g.Missing > maxMissedPerFailover {
 			t.Errorf("%s: %d slots missed between %s and %s, want <= %d", jobMissed, g.Missing, g.FromTerm, g.ToTerm, maxMissedPerFailover)
