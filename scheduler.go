@@ -283,6 +283,7 @@ func (s *Scheduler) storeNow() time.Time { return s.clock.Now().Add(s.elector.Cl
 // lead is the firing loop of one leadership term.
 func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 	log := s.log.With("epoch", int64(ld.Lease.Epoch))
+	began := s.clock.Now()
 	all := s.jobs
 	if s.cfg.Source != nil {
 		s.dyn = map[string]*jobState{}
@@ -313,6 +314,7 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 		h = append(h, j)
 	}
 	heap.Init(&h)
+	log.Info("firing", "jobs", len(h), "ready_in", s.clock.Since(began).Round(time.Millisecond))
 	var rf refresher
 	rf.last = s.clock.Now()
 	defer rf.wg.Wait()

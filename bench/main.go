@@ -36,13 +36,13 @@ func progress(format string, args ...any) {
 }
 
 func main() {
-	only := flag.String("only", "", `run one part only: "schedulers" or "workers" (results in RESULTS-<part>.md)`)
+	only := flag.String("only", "", `run one part only: "schedulers", "workers" or "scale" (results in RESULTS-<part>.md)`)
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each worker-throughput run to `prefix`-<system>-c<concurrency>.pprof")
 	flag.Parse()
 	switch *only {
-	case "", "schedulers", "workers":
+	case "", "schedulers", "workers", "scale":
 	default:
-		fmt.Fprintf(os.Stderr, "bench: -only must be schedulers or workers, got %q\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: -only must be schedulers, workers or scale, got %q\n", *only)
 		os.Exit(2)
 	}
 	if err := run(*only, *cpuprofile); err != nil {
@@ -76,12 +76,15 @@ func run(only, cpuprofile string) error {
 	progress("timer and round-trip floor")
 	floor := measureFloor(ctx, adm)
 
-	var sched, workers string
-	if only != "workers" {
+	var sched, workers, scale string
+	if only == "" || only == "schedulers" {
 		sched = e.schedulerSection(ctx, systems, started)
 	}
-	if only != "schedulers" {
+	if only == "" || only == "workers" {
 		workers = e.workersSection(ctx, cpuprofile)
+	}
+	if only == "" || only == "scale" {
+		scale = e.scaleSection(ctx)
 	}
 
 	// Output.
@@ -99,6 +102,9 @@ func run(only, cpuprofile string) error {
 			out.WriteString("\n")
 		}
 		out.WriteString(workers)
+	}
+	if scale != "" {
+		out.WriteString("\n" + scale)
 	}
 	if s := e.ot.c.String(); s != "" {
 		fmt.Fprintf(&out, "\nonetick warnings and errors logged over the whole run (schedulers and workers): %s.\n", s)
