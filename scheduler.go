@@ -103,7 +103,7 @@ func (c *Config) Validate() error {
 	if c.ClaimBatch < 0 {
 		return configErr("claim_batch", "must not be negative")
 	}
-	seen := map[string]int{}
+	seen := make(map[string]int, len(c.Jobs))
 	for i, j := range c.Jobs {
 		f := func(name string) string {
 			if j.Name == "" {
