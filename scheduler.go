@@ -173,7 +173,6 @@ type Scheduler struct {
 	// loop touches them.
 	dyn        map[string]*jobState
 	fileJob    map[string]bool
-	ownMetrics func(name string) bool
 	srcVersion int64
 
 	// The leader's copy of the store's pause controls, for accounting the
@@ -181,6 +180,11 @@ type Scheduler struct {
 	// rather than missed. Claims are arbitrated by the store itself.
 	controls   map[string]JobControl
 	ctlVersion int64
+
+	// memo remembers the last slot computations: jobs that share a
+	// schedule (a million "0 * * * *") compute them once per slot. Only
+	// the firing loop touches it.
+	memo slotMemo
 }
 
 // Problems lists damaged store state this replica ran into (see
@@ -241,13 +245,12 @@ func New(cfg Config) (*Scheduler, error) {
 	s := &Scheduler{cfg: cfg, lease: lease, metrics: m, clock: cfg.Clock,
 		log: cfg.Logger.With("replica", cfg.Replica)}
 	own, all := cfg.JobMetrics.selects(len(cfg.Jobs))
-	s.ownMetrics = own
 	s.fileJob = make(map[string]bool, len(cfg.Jobs))
 	exported := 0
 	for _, j := range cfg.Jobs {
 		j = withJobDefaults(j, lease.TTL)
 		s.fileJob[j.Name] = true
-		js := s.newJobState(j)
+		js := s.newJobState(j, own(j.Name))
 		if js.metrics.own != nil {
 			exported++
 		}
@@ -319,9 +322,7 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 	rf.last = s.clock.Now()
 	defer rf.wg.Wait()
 	minWait := time.Duration(0)
-	due := make([]*jobState, 0, len(s.jobs))
-	ticks := make([]Tick, 0, len(s.jobs))
-	owners := make([]*jobState, 0, len(s.jobs)) // owners[i] is the job of ticks[i]
+	var due []*jobState
 	for {
 		wait := sourceCheckEvery
 		if len(h) > 0 && h[0].next != noSlot {
@@ -366,21 +367,10 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 		default:
 		}
 		now := SlotOf(s.storeNow())
-		due = due[:0]
-		for len(h) > 0 && h[0].next != noSlot && h[0].next <= now {
-			due = append(due, heap.Pop(&h).(*jobState))
-		}
-		ticks, owners = ticks[:0], owners[:0]
+		due = popDue(&h, now, due[:0])
+		early, fenced := s.claim(ctx, ld, due, now, log)
 		for _, j := range due {
-			n := len(ticks)
-			ticks = s.plan(j, now, log, ticks)
-			for range len(ticks) - n {
-				owners = append(owners, j)
-			}
-		}
-		early, fenced := s.claim(ctx, ld, ticks, owners, log)
-		for _, j := range due {
-			j.next = nextSlot(j.Schedule, j.cursor)
+			j.next = s.memo.next(j.Schedule, j.cursor)
 			if j.retry {
 				// Damaged state refused the job's ticks: try again at its
 				// next slot or after the backoff, whichever is first.
@@ -393,7 +383,10 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 			} else if j.broken == nil {
 				j.backoff = 0
 			}
-			heap.Push(&h, j)
+		}
+		pushBack(&h, due)
+		if cap(due) > 4*len(due)+1024 {
+			due = nil // a burst is over: do not hold its buffer
 		}
 		if fenced || !ld.Trusted() {
 			return
@@ -540,14 +533,15 @@ func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger, ticks []Tick) 
 	if j.Prefer == PreferMissed {
 		lo = max(c, now-Slot(max(j.Grace, minGrace).Milliseconds())-1)
 	}
-	slots := lastSlots(j.Schedule, lo, now, j.MaxCatchup)
+	p := s.memo.plan(j.Schedule, c, lo, now, j.MaxCatchup)
+	slots := p.slots
 	// Everything after the cursor and before the first slot to fire (or,
 	// when none is young enough to fire, up to now) is skipped.
 	end := now
 	if len(slots) > 0 {
 		end = slots[0] - 1
 	}
-	if skipped := countSlots(j.Schedule, c, end, maxCount); skipped > 0 {
+	if skipped := p.skipped; skipped > 0 {
 		// Slots of a pause interval are paused, not missed.
 		if ctl, ok := s.controls[j.Name]; ok {
 			if p := pausedSlots(j.Schedule, ctl, c, end); p > 0 {
@@ -556,7 +550,7 @@ func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger, ticks []Tick) 
 			}
 		}
 		j.metrics.missed(skipped)
-		lastSkipped := prevSlotBefore(j.Schedule, c, end+1)
+		lastSkipped := p.lastSkipped
 		attrs := []any{"job", j.Name, "prefer", string(j.Prefer), "from", nextSlot(j.Schedule, c).String(),
 			"to", lastSkipped.String(), "skipped", skipped}
 		if skipped >= maxCount {
@@ -583,32 +577,35 @@ func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger, ticks []Tick) 
 }
 
 // claimDepth is how many claim calls may be in flight at once: with two,
-// the next batch is encoded and sent while Redis runs the previous one.
+// the next batch is planned and sent while the store runs the previous
+// one.
 const claimDepth = 2
 
 type claimCall struct {
 	ticks      []Tick
-	owners     []*jobState
+	owners     []*jobState // owners[i] is the job of ticks[i]
 	res        ClaimResult
 	err        error
 	sent, recv time.Time
 	done       chan struct{}
 }
 
-// batches splits ticks into batches of about ClaimBatch, never splitting
-// one job's ticks: batches may run concurrently, and a job's slots must
-// reach the store in order.
-func (s *Scheduler) batches(ticks []Tick, owners []*jobState) []*claimCall {
-	var out []*claimCall
-	for len(ticks) > 0 {
-		n := min(len(ticks), s.cfg.ClaimBatch)
-		for n < len(ticks) && owners[n] == owners[n-1] {
-			n++
+// planBatch plans the ticks of due[pos:] into c until it holds about
+// ClaimBatch ticks, and returns the position after the last job planned.
+// A job's ticks are never split between batches: batches may run
+// concurrently, and a job's slots must reach the store in order.
+func (s *Scheduler) planBatch(c *claimCall, due []*jobState, pos int, now Slot, log *slog.Logger) int {
+	c.ticks, c.owners, c.res, c.err = c.ticks[:0], c.owners[:0], ClaimResult{}, nil
+	for pos < len(due) && len(c.ticks) < s.cfg.ClaimBatch {
+		j := due[pos]
+		pos++
+		n := len(c.ticks)
+		c.ticks = s.plan(j, now, log, c.ticks)
+		for range len(c.ticks) - n {
+			c.owners = append(c.owners, j)
 		}
-		out = append(out, &claimCall{ticks: ticks[:n], owners: owners[:n]})
-		ticks, owners = ticks[n:], owners[n:]
 	}
-	return out
+	return pos
 }
 
 // send starts one claim call in its own goroutine; c.done closes when
@@ -625,30 +622,44 @@ func (s *Scheduler) send(ctx context.Context, ld *Leadership, c *claimCall) {
 	}()
 }
 
-// claim sends ticks to the store in batches, up to claimDepth at a time,
-// and accounts for the outcomes in order. It reports whether any tick was
-// early and whether the store fenced this leader.
-func (s *Scheduler) claim(ctx context.Context, ld *Leadership, ticks []Tick, owners []*jobState, log *slog.Logger) (early, fenced bool) {
+// claim plans the due jobs' ticks batch by batch and sends them to the
+// store, up to claimDepth calls at a time, accounting for the outcomes in
+// order: a burst of a million due jobs starts claiming after its first
+// batch is planned, not after all of them. It reports whether any tick was
+// early and whether the store fenced this leader. Once the store fenced
+// this term or the lease is no longer trusted nothing more is planned or
+// sent.
+func (s *Scheduler) claim(ctx context.Context, ld *Leadership, due []*jobState, now Slot, log *slog.Logger) (early, fenced bool) {
 	// A claim in flight is finished even when leadership is being given up:
 	// its outcome must be known and accounted for.
 	cctx := context.WithoutCancel(ctx)
-	calls := s.batches(ticks, owners)
-	next := 0 // calls[:next] have been sent
+	var inflight, free []*claimCall
 	defer func() {
-		for _, c := range calls[:next] {
+		for _, c := range inflight {
 			<-c.done
 		}
 	}()
-	for i, c := range calls {
-		// Keep up to claimDepth calls in flight; send nothing more once
-		// the store fenced this term or the lease is no longer trusted.
-		for next < len(calls) && next < i+claimDepth && !fenced && ld.Trusted() {
-			s.send(cctx, ld, calls[next])
-			next++
+	pos := 0
+	for {
+		// Keep up to claimDepth calls in flight.
+		for len(inflight) < claimDepth && pos < len(due) && !fenced && ld.Trusted() {
+			c := &claimCall{}
+			if n := len(free); n > 0 {
+				c, free = free[n-1], free[:n-1]
+			}
+			pos = s.planBatch(c, due, pos, now, log)
+			if len(c.ticks) == 0 {
+				free = append(free, c)
+				continue
+			}
+			s.send(cctx, ld, c)
+			inflight = append(inflight, c)
 		}
-		if i >= next {
+		if len(inflight) == 0 {
 			return early, fenced
 		}
+		c := inflight[0]
+		inflight = inflight[1:]
 		for {
 			<-c.done
 			if c.err == nil || errors.Is(c.err, ErrFenced) || errors.Is(c.err, ErrDamaged) || errors.Is(c.err, ErrNotReplicated) ||
@@ -706,8 +717,8 @@ func (s *Scheduler) claim(ctx context.Context, ld *Leadership, ticks []Tick, own
 				early = true
 			}
 		}
+		free = append(free, c)
 	}
-	return early, fenced
 }
 
 // account records the outcomes of one claim call.
@@ -792,4 +803,52 @@ func (h *jobHeap) Pop() any {
 	j := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return j
+}
+
+// manyDue is how many due jobs make one pass over the whole heap cheaper
+// than popping (and later pushing) each: a pop costs about 2·log2(n)
+// comparisons, a pass and a rebuild about 3n.
+func manyDue(n int) int { return n/16 + 64 }
+
+// popDue appends to due the jobs whose next slot is at or before now.
+func popDue(h *jobHeap, now Slot, due []*jobState) []*jobState {
+	limit := manyDue(len(*h))
+	for len(*h) > 0 && (*h)[0].next != noSlot && (*h)[0].next <= now {
+		if len(due) < limit {
+			due = append(due, heap.Pop(h).(*jobState))
+			continue
+		}
+		// Many are due (a burst): take the rest in one pass.
+		rest := (*h)[:0]
+		for _, j := range *h {
+			if j.next != noSlot && j.next <= now {
+				due = append(due, j)
+			} else {
+				rest = append(rest, j)
+			}
+		}
+		clear((*h)[len(rest):])
+		*h = rest
+		for i, j := range *h {
+			j.index = i
+		}
+		heap.Init(h)
+		break
+	}
+	return due
+}
+
+// pushBack puts the jobs of popDue back.
+func pushBack(h *jobHeap, due []*jobState) {
+	if len(due) < manyDue(len(*h)+len(due)) {
+		for _, j := range due {
+			heap.Push(h, j)
+		}
+		return
+	}
+	for _, j := range due {
+		j.index = len(*h)
+		*h = append(*h, j)
+	}
+	heap.Init(h)
 }
