@@ -151,7 +151,16 @@ func ValidJobName(n string) error {
 	if len(n) > 200 {
 		return errors.New("is longer than 200 bytes")
 	}
-	if strings.IndexFunc(n, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+	ascii := true
+	for i := 0; i < len(n); i++ {
+		if c := n[i]; c >= 0x80 {
+			ascii = false
+			break
+		} else if c <= ' ' || c == 0x7f { // space or control
+			return errors.New("must not contain spaces or control characters")
+		}
+	}
+	if !ascii && strings.IndexFunc(n, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
 		return errors.New("must not contain spaces or control characters")
 	}
 	return nil

@@ -30,6 +30,26 @@ type jobsBlock struct {
 	firstLine int    // line number of data's first line
 	keyLine   int    // line of "jobs:"
 	indent    int    // indentation of the items' "- "
+	// values holds one copy of each value other than a name (schedules,
+	// streams, zones): a million jobs on one stream share its string.
+	values map[string]string
+}
+
+// maxInterned bounds values.
+const maxInterned = 1 << 12
+
+// intern returns the held copy of v, or v.
+func (b *jobsBlock) intern(v string) string {
+	if s, ok := b.values[v]; ok {
+		return s
+	}
+	if b.values == nil {
+		b.values = map[string]string{}
+	}
+	if len(b.values) < maxInterned {
+		b.values[v] = v
+	}
+	return v
 }
 
 // cutJobs finds the top-level "jobs:" key followed by a block list and
@@ -222,6 +242,9 @@ func (b *jobsBlock) simple(lines [][]byte, first int) (*yaml.Node, bool) {
 			vcol = col + j + 1
 		}
 		v.Line, v.Column = line, vcol
+		if k != "name" {
+			v.Value = b.intern(v.Value)
+		}
 		m.Content = append(m.Content, kn, v)
 	}
 	if len(m.Content) == 0 {

@@ -80,7 +80,7 @@ func (f *File) jobLine(i int, key string) int {
 
 // checkJobs applies the semantic job checks. bad holds plain field paths
 // ("jobs[2].name", or "jobs[2]" for the whole job) already reported.
-func (f *File) checkJobs(bad map[string]bool) Errors {
+func (f *File) checkJobs(bad map[string]bool, keep []*cron.Schedule) Errors {
 	var errs Errors
 	seen := make(map[string]int, len(f.Jobs)) // name -> line of its name
 	for i, j := range f.Jobs {
@@ -121,11 +121,13 @@ func (f *File) checkJobs(bad map[string]bool) Errors {
 		if ok("schedule") {
 			if strings.TrimSpace(j.Schedule) == "" {
 				add("schedule", "is required (for example \"0 2 * * *\" or \"@every 5m\")")
-			} else if _, err := f.parseSchedule(j.Schedule, loc, j.Timezone, j.Name); err != nil {
+			} else if sch, err := f.parseSchedule(j.Schedule, loc, j.Timezone, j.Name); err != nil {
 				// H without a name: the missing name is reported already.
 				if !errors.Is(err, cron.ErrNoJobName) {
 					add("schedule", "%v", err)
 				}
+			} else if keep != nil {
+				keep[i] = sch
 			}
 		}
 		if ok("prefer") {
@@ -160,14 +162,19 @@ func (f *File) checkJobs(bad map[string]bool) Errors {
 // cron.ParseFor in its zone and for its name (from which H is hashed). On a
 // File from Parse or Load it does not fail.
 func (f *File) OneTickJobs() ([]onetick.Job, error) {
-	if errs := f.checkJobs(nil); len(errs) > 0 {
+	schedules := make([]*cron.Schedule, len(f.Jobs))
+	if errs := f.checkJobs(nil, schedules); len(errs) > 0 {
 		return nil, errs
 	}
 	out := make([]onetick.Job, 0, len(f.Jobs))
 	for i, j := range f.Jobs {
-		loc, _ := loadZone(j.Timezone)
-		s, err := f.parseSchedule(j.Schedule, loc, j.Timezone, j.Name)
-		if err != nil { // checked above; kept for safety
+		s := schedules[i]
+		var err error
+		if s == nil { // checked above; kept for safety
+			loc, _ := loadZone(j.Timezone)
+			s, err = f.parseSchedule(j.Schedule, loc, j.Timezone, j.Name)
+		}
+		if err != nil {
 			return nil, Errors{{File: f.Path, Line: f.jobLine(i, "schedule"),
 				Field: label(i, j.Name) + ".schedule", Msg: err.Error(), err: err}}
 		}
@@ -176,29 +183,22 @@ func (f *File) OneTickJobs() ([]onetick.Job, error) {
 			MaxCatchup: j.MaxCatchup, Stream: j.Stream, MaxLen: j.MaxLen, Payload: j.Payload,
 		})
 	}
-	// The schedules kept by name serve the checks before this; the jobs
-	// hold them now.
-	for k := range f.schedules {
-		if k.name != "" {
-			delete(f.schedules, k)
-		}
-	}
 	return out, nil
 }
 
-// schedKey identifies a parsed schedule: the expression in its zone, and
-// for an expression that may use H (whose values hash the job's name) the
-// name too.
-type schedKey struct{ expr, zone, name string }
+// schedKey identifies a parsed schedule: the expression in its zone.
+type schedKey struct{ expr, zone string }
 
 // parseSchedule parses expr for the job name in loc (named zone), sharing
-// one *cron.Schedule (immutable) among the jobs with the same key: a
-// million jobs written "0 * * * *" hold one schedule, and are parsed once.
+// one *cron.Schedule (immutable) among the jobs with the same expression
+// and zone: a million jobs written "0 * * * *" hold one schedule, and are
+// parsed once. An expression that may use H (whose values hash the job's
+// name) is parsed for each job: it is that job's alone.
 func (f *File) parseSchedule(expr string, loc *time.Location, zone, name string) (*cron.Schedule, error) {
-	k := schedKey{expr: expr, zone: zone}
-	if strings.ContainsAny(expr, "Hh") { // H, or a word such as @hourly: keyed by name as well
-		k.name = name
+	if strings.ContainsAny(expr, "Hh") { // H, or a word such as @hourly
+		return cron.ParseFor(expr, loc, name)
 	}
+	k := schedKey{expr: expr, zone: zone}
 	if s, ok := f.schedules[k]; ok {
 		return s, nil
 	}
@@ -229,12 +229,27 @@ func (j Job) JobDef() ([]byte, error) {
 // JobFromDef turns a stored definition back into a job of the engine,
 // checked as the file's jobs are.
 func JobFromDef(def []byte) (onetick.Job, Job, error) {
+	var d Defs
+	return d.Job(def)
+}
+
+// Defs turns many stored definitions into jobs of the engine, sharing
+// one parsed schedule among the jobs with the same expression and zone
+// (as Load does for a file). The zero value is ready to use; it is not
+// safe for concurrent use.
+type Defs struct {
+	schedules map[schedKey]*cron.Schedule
+}
+
+// Job is JobFromDef, with the schedules of d.
+func (d *Defs) Job(def []byte) (onetick.Job, Job, error) {
 	var j Job
 	if err := json.Unmarshal(def, &j); err != nil {
 		return onetick.Job{}, j, fmt.Errorf("job definition: %v", err)
 	}
-	f := &File{Path: "(stored job " + j.Name + ")", Jobs: []Job{j}, lines: map[string]int{}}
+	f := &File{Path: "(stored job " + j.Name + ")", Jobs: []Job{j}, schedules: d.schedules}
 	jobs, err := f.OneTickJobs()
+	d.schedules = f.schedules
 	if err != nil {
 		return onetick.Job{}, j, err
 	}

@@ -1040,7 +1040,7 @@ func (p *parser) jobs(e entry, prefix string, ttl time.Duration) {
 			}
 		}
 	}
-	for _, e := range p.f.checkJobs(bad) {
+	for _, e := range p.f.checkJobs(bad, nil) {
 		p.errs = append(p.errs, e)
 	}
 	for i := range p.f.Jobs {
@@ -1140,5 +1140,5 @@ func (p *parser) job(i int, item *yaml.Node, bad map[string]bool) (Job, bool) {
 
 // label is a job's display path: jobs[i] (name).
 func label(i int, name string) string {
-	return fmt.Sprintf("jobs[%d] (%s)", i, name)
+	return "jobs[" + strconv.Itoa(i) + "] (" + name + ")"
 }

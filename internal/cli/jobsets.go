@@ -31,11 +31,13 @@ func (s storeSource) Jobs(ctx context.Context) ([]onetick.Job, int64, error) {
 		return nil, 0, err
 	}
 	out := make([]onetick.Job, 0, len(stored))
-	for _, sj := range stored {
+	var defs config.Defs // jobs written alike share a parsed schedule
+	for i, sj := range stored {
+		stored[i].Def = nil // read once: let it go as the jobs are built
 		if s.fileJobs[sj.Name] {
 			continue // the scheduler logs the clash
 		}
-		j, _, err := config.JobFromDef(sj.Def)
+		j, _, err := defs.Job(sj.Def)
 		if err != nil {
 			s.log.Error("a job defined at run time cannot be used; ignored", "job", sj.Name, "set", sj.Set, "err", err)
 			continue
