@@ -244,8 +244,11 @@ type Defs struct {
 // Job is JobFromDef, with the schedules of d.
 func (d *Defs) Job(def []byte) (onetick.Job, Job, error) {
 	var j Job
-	if err := json.Unmarshal(def, &j); err != nil {
-		return onetick.Job{}, j, fmt.Errorf("job definition: %v", err)
+	if !decodeDef(def, &j) {
+		j = Job{}
+		if err := json.Unmarshal(def, &j); err != nil {
+			return onetick.Job{}, j, fmt.Errorf("job definition: %v", err)
+		}
 	}
 	f := &File{Path: "(stored job " + j.Name + ")", Jobs: []Job{j}, schedules: d.schedules}
 	jobs, err := f.OneTickJobs()
