@@ -219,6 +219,15 @@ func lastLines(s string, n int) string {
 // writeJobsFile writes a configuration (or, with header "", a jobs file)
 // of n jobs named tenant-NNNNNNN with schedule sched, all on stream.
 func writeJobsFile(path, header string, n int, sched, stream string) error {
+	return writeJobs(path, header, 0, n, sched, stream)
+}
+
+// writeJobsFileFrom writes a jobs file of the n jobs from number first.
+func writeJobsFileFrom(path string, first, n int, sched, stream string) error {
+	return writeJobs(path, "", first, n, sched, stream)
+}
+
+func writeJobs(path, header string, first, n int, sched, stream string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -226,7 +235,7 @@ func writeJobsFile(path, header string, n int, sched, stream string) error {
 	w := bufio.NewWriterSize(f, 1<<20)
 	w.WriteString(header)
 	w.WriteString("jobs:\n")
-	for i := range n {
+	for i := first; i < first+n; i++ {
 		fmt.Fprintf(w, "  - name: tenant-%07d\n    schedule: %q\n    stream: %s\n", i, sched, stream)
 	}
 	if err := w.Flush(); err != nil {
