@@ -29,7 +29,7 @@ func TestBatchesKeepAJobsTicksTogether(t *testing.T) {
 	var got []*claimCall
 	for pos := 0; pos < len(due); {
 		call := &claimCall{}
-		pos = s.planBatch(call, due, pos, now, log)
+		pos = s.planBatch(call, due, pos, s.cfg.ClaimBatch, now, log)
 		got = append(got, call)
 	}
 	owners := []*jobState{a, a, b, b, b, b, c, c}
