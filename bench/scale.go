@@ -39,6 +39,7 @@ func scaleJobs() int {
 const scaleStream = "onetick:stream:shared"
 
 type burst struct {
+	redisPerTick  time.Duration // Redis's time in scripts during the burst / ticks
 	slot          time.Time
 	count         int           // entries of the slot
 	distinct      int           // distinct job names among them
@@ -134,7 +135,7 @@ func (e *env) scaleSection(ctx context.Context) string {
 				continue
 			}
 			rate := float64(b.count) / b.span.Seconds()
-			bs = append(bs, fmt.Sprintf("%d: %d ticks (%d jobs) in %s, %s/s, %.0f %% (%.0f %% of at scale)", i+1, b.count, b.distinct, fmtSec(b.span), fmtRate(rate), 100*rate/best, 100*rate/ref.bestAtScale))
+			bs = append(bs, fmt.Sprintf("%d: %d ticks (%d jobs) in %s, %s/s, %.0f %% (%.0f %% of at scale); Redis in scripts %s per tick", i+1, b.count, b.distinct, fmtSec(b.span), fmtRate(rate), 100*rate/best, 100*rate/ref.bestAtScale, fmtDur(b.redisPerTick)))
 			ds = append(ds, fmt.Sprintf("%d: %s / %s / %s", i+1, fmtDur(b.p50), fmtDur(b.p99), fmtDur(b.max)))
 		}
 		if len(bs) > 0 {
@@ -221,6 +222,7 @@ func (e *env) measureBurst(ctx context.Context, slot time.Time, n int) burst {
 		b.err = err
 		return b
 	}
+	script0 := e.scriptTime(ctx)
 	// Wait until the stream holds the slot's n entries or 30 s passed.
 	deadline := slot.Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -229,8 +231,12 @@ func (e *env) measureBurst(ctx context.Context, slot time.Time, n int) burst {
 			break
 		}
 	}
+	scriptTotal := e.scriptTime(ctx) - script0
 	minID := strconv.FormatInt(slot.UnixMilli(), 10) + "-0"
 	ds, jobs, err := e.readDelays(ctx, minID, slot.UnixMilli(), slot.UnixMilli())
+	if len(ds) > 0 {
+		b.redisPerTick = scriptTotal / time.Duration(len(ds))
+	}
 	if err != nil {
 		b.err = err
 		return b
@@ -470,8 +476,9 @@ func (e *env) scaleSpread(ctx context.Context, bin, dir, url string, n int) *sca
 
 // claimRef is the backend's Claim alone, in batches, on one stream.
 type claimRef struct {
-	dur   time.Duration
-	rates map[string]float64
+	dur     time.Duration
+	rates   map[string]float64
+	perTick map[string]time.Duration // Redis's time in scripts per tick
 	// atScale: every one of the scale part's jobs claimed once, for one
 	// slot (the tick and last-fired hashes grow to a million fields, as in
 	// the burst).
@@ -499,7 +506,7 @@ func (c claimRef) String() string {
 	slices.Sort(keys)
 	var parts []string
 	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s %s ticks/s", k, fmtRate(c.rates[k])))
+		parts = append(parts, fmt.Sprintf("%s %s ticks/s (Redis in scripts %s per tick)", k, fmtRate(c.rates[k]), fmtDur(c.perTick[k])))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -509,7 +516,7 @@ func (c claimRef) String() string {
 // call at a time and two in flight (as the scheduler sends them), every
 // tick to one shared stream with the payload {} (as the burst).
 func (e *env) claimReference(ctx context.Context) claimRef {
-	ref := claimRef{dur: 3 * time.Second, rates: map[string]float64{}}
+	ref := claimRef{dur: 3 * time.Second, rates: map[string]float64{}, perTick: map[string]time.Duration{}}
 	if quick {
 		ref.dur = time.Second
 	}
@@ -548,6 +555,7 @@ func (e *env) claimReference(ctx context.Context) claimRef {
 				return calls[k]
 			}
 			claimed := 0
+			script0 := e.scriptTime(ctx)
 			start := time.Now()
 			errs := make(chan error, depth)
 			it := 0
@@ -571,7 +579,9 @@ func (e *env) claimReference(ctx context.Context) claimRef {
 				ref.err = err
 				return ref
 			}
-			ref.rates[fmt.Sprintf("batch %d depth %d", batch, depth)] = float64(claimed) / time.Since(start).Seconds()
+			key := fmt.Sprintf("batch %d depth %d", batch, depth)
+			ref.rates[key] = float64(claimed) / time.Since(start).Seconds()
+			ref.perTick[key] = (e.scriptTime(ctx) - script0) / time.Duration(claimed)
 		}
 	}
 	// At scale: n distinct jobs claimed once each for one slot, as in the
@@ -588,6 +598,7 @@ func (e *env) claimReference(ctx context.Context) claimRef {
 		}
 		slot := onetick.SlotOf(time.Now().Add(-time.Hour).Truncate(time.Minute))
 		n := scaleJobs()
+		script0 := e.scriptTime(ctx)
 		start := time.Now()
 		errs := make(chan error, c.depth)
 		for i := 0; i < n && err == nil; i += c.batch * c.depth {
@@ -618,11 +629,36 @@ func (e *env) claimReference(ctx context.Context) claimRef {
 			ref.err = err
 			return ref
 		}
-		ref.atScale = append(ref.atScale, fmt.Sprintf("batch %d depth %d %s ticks/s", c.batch, c.depth, fmtRate(float64(n)/time.Since(start).Seconds())))
-		ref.bestAtScale = max(ref.bestAtScale, float64(n)/time.Since(start).Seconds())
+		rate := float64(n) / time.Since(start).Seconds()
+		ref.atScale = append(ref.atScale, fmt.Sprintf("batch %d depth %d %s ticks/s (Redis in scripts %s per tick)", c.batch, c.depth, fmtRate(rate),
+			fmtDur((e.scriptTime(ctx)-script0)/time.Duration(n))))
+		ref.bestAtScale = max(ref.bestAtScale, rate)
 	}
 	_ = e.adm.flush(ctx)
 	return ref
+}
+
+// scriptTime is the CPU time Redis has spent in scripts (EVALSHA and
+// EVAL, INFO commandstats), which includes every command they run.
+func (e *env) scriptTime(ctx context.Context) time.Duration {
+	s, err := e.adm.c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0
+	}
+	var us int64
+	for line := range strings.SplitSeq(s, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		for f := range strings.SplitSeq(rest, ",") {
+			if k, v, _ := strings.Cut(f, "="); k == "usec" {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				us += n
+			}
+		}
+	}
+	return time.Duration(us) * time.Microsecond
 }
 
 func fmtRate(r float64) string {
