@@ -93,13 +93,18 @@ func (s *Scheduler) diffJobs(jobs []Job, v int64, log *slog.Logger) (add []*jobS
 	// whole fleet's size, file and run-time jobs together: a fleet of a
 	// few file jobs and a million stored ones is a fleet of a million.
 	own, _ := s.cfg.JobMetrics.selects(len(s.jobs) + len(jobs))
-	seen := make(map[string]bool, len(jobs))
+	var seen map[string]bool // the names read, when there may be removals
+	if len(s.dyn) > 0 {
+		seen = make(map[string]bool, len(jobs))
+	}
 	for _, j := range jobs {
 		if s.fileJob[j.Name] {
 			log.Error("a job defined at run time has the name of a job in the configuration file; ignored", "job", j.Name)
 			continue
 		}
-		seen[j.Name] = true
+		if seen != nil {
+			seen[j.Name] = true
+		}
 		if cur, ok := s.dyn[j.Name]; ok && cur.Since.Equal(j.Since) {
 			continue
 		}

@@ -306,6 +306,7 @@ func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
 		s.dyn = map[string]*jobState{}
 		if jobs, v, ok := s.fetchJobs(ctx, log); ok {
 			add, _ := s.diffJobs(jobs, v, log)
+			s.dyn = make(map[string]*jobState, len(add))
 			for _, j := range add {
 				s.dyn[j.Name] = j
 			}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
@@ -30,20 +32,51 @@ func (s storeSource) Jobs(ctx context.Context) ([]onetick.Job, int64, error) {
 	if err != nil && stored == nil {
 		return nil, 0, err
 	}
-	out := make([]onetick.Job, 0, len(stored))
-	var defs config.Defs // jobs written alike share a parsed schedule
-	for i, sj := range stored {
-		stored[i].Def = nil // read once: let it go as the jobs are built
-		if s.fileJobs[sj.Name] {
-			continue // the scheduler logs the clash
+	// Read on every core: a million definitions take seconds on one.
+	parsed := make([]onetick.Job, len(stored))
+	taken := make([]bool, len(stored))
+	type failure struct {
+		i   int
+		err error
+	}
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(stored)/10_000))
+	chunk := (len(stored) + workers - 1) / workers
+	failed := make([][]failure, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var defs config.Defs // jobs written alike share a parsed schedule
+			for i := w * chunk; i < min((w+1)*chunk, len(stored)); i++ {
+				sj := &stored[i]
+				def := sj.Def
+				sj.Def = nil // read once: let it go as the jobs are built
+				if s.fileJobs[sj.Name] {
+					continue // the scheduler logs the clash
+				}
+				j, _, err := defs.Job(def)
+				if err != nil {
+					failed[w] = append(failed[w], failure{i, err})
+					continue
+				}
+				j.Since = sj.Since
+				parsed[i], taken[i] = j, true
+			}
+		}()
+	}
+	wg.Wait()
+	for _, fs := range failed {
+		for _, f := range fs {
+			sj := stored[f.i]
+			s.log.Error("a job defined at run time cannot be used; ignored", "job", sj.Name, "set", sj.Set, "err", f.err)
 		}
-		j, _, err := defs.Job(sj.Def)
-		if err != nil {
-			s.log.Error("a job defined at run time cannot be used; ignored", "job", sj.Name, "set", sj.Set, "err", err)
-			continue
+	}
+	out := parsed[:0]
+	for i := range parsed {
+		if taken[i] {
+			out = append(out, parsed[i])
 		}
-		j.Since = sj.Since
-		out = append(out, j)
 	}
 	return out, v, nil
 }
