@@ -168,6 +168,14 @@ func (e *env) scaleSection(ctx context.Context) string {
 // runFleet starts the daemon, waits for its firing loop, reads its
 // memory, and measures bursts at the next minute boundaries.
 func (e *env) runFleet(ctx context.Context, bin, cfg string, n, bursts int, r *scaleFile) *daemon {
+	if bursts > 0 {
+		// Start just after a minute begins, so that the daemon's first
+		// burst is the first one measured (and the memory delta holds one
+		// burst's entries and records).
+		if now := time.Now(); now.Second() > 2 {
+			sleepUntil(now.Truncate(time.Minute).Add(time.Minute + time.Second))
+		}
+	}
 	before, err := e.adm.usedMemory(ctx)
 	if err != nil {
 		r.err = err
@@ -197,6 +205,9 @@ func (e *env) runFleet(ctx context.Context, bin, cfg string, n, bursts int, r *s
 	for i := range bursts {
 		// The next minute that starts at least 2 s from now.
 		slot := time.Now().Add(2 * time.Second).Truncate(time.Minute).Add(time.Minute)
+		if i == 0 && slot.Sub(d.started) > time.Minute+2*time.Second {
+			r.err = fmt.Errorf("start-up took too long for the first burst to be measured")
+		}
 		b := e.measureBurst(ctx, slot, n)
 		r.bursts = append(r.bursts, b)
 		if i == 0 {
