@@ -139,20 +139,29 @@ func (s *Scheduler) fetchJobs(ctx context.Context, log *slog.Logger) (jobs []Job
 // returns the jobs to add (new or changed) and the names to remove.
 func (s *Scheduler) diffJobs(jobs []Job, v int64, log *slog.Logger) (add []*jobState, remove []string) {
 	s.srcVersion = v
-	seen := make(map[string]bool, len(jobs))
+	// Whether a run-time job gets its own metric series depends on the
+	// whole fleet's size, file and run-time jobs together: a fleet of a
+	// few file jobs and a million stored ones is a fleet of a million.
+	own, _ := s.cfg.JobMetrics.selects(len(s.jobs) + len(jobs))
+	var seen map[string]bool // the names read, when there may be removals
+	if len(s.dyn) > 0 {
+		seen = make(map[string]bool, len(jobs))
+	}
 	for _, j := range jobs {
 		if s.fileJob[j.Name] {
 			log.Error("a job defined at run time has the name of a job in the configuration file; ignored", "job", j.Name)
 			continue
 		}
-		seen[j.Name] = true
+		if seen != nil {
+			seen[j.Name] = true
+		}
 		if cur, ok := s.dyn[j.Name]; ok && cur.Since.Equal(j.Since) {
 			continue
 		}
 		if _, ok := s.dyn[j.Name]; ok {
 			remove = append(remove, j.Name)
 		}
-		add = append(add, s.newJobState(withJobDefaults(j, s.lease.TTL)))
+		add = append(add, s.newJobState(withJobDefaults(j, s.lease.TTL), own(j.Name)))
 	}
 	for name := range s.dyn {
 		if !seen[name] {
@@ -199,9 +208,9 @@ func (s *Scheduler) applySource(ctx context.Context, h *jobHeap, add []*jobState
 	log.Info("jobs defined at run time changed", "added_or_changed", len(add), "removed", len(remove), "version", s.srcVersion)
 }
 
-// newJobState builds a job's state and metrics.
-func (s *Scheduler) newJobState(j Job) *jobState {
-	own := s.ownMetrics == nil || s.ownMetrics(j.Name)
+// newJobState builds a job's state and metrics; own: the job has its own
+// metric series.
+func (s *Scheduler) newJobState(j Job, own bool) *jobState {
 	return &jobState{Job: j, index: -1, metrics: s.metrics.forJob(j.Name, j.Prefer, own)}
 }
 
@@ -219,6 +228,6 @@ func (s *Scheduler) startJob(j *jobState, last map[string]Slot, damaged map[stri
 	if !j.Since.IsZero() {
 		j.cursor = max(j.cursor, SlotOf(j.Since))
 	}
-	j.retention = retentionFor(j.Schedule, now)
-	j.next = nextSlot(j.Schedule, j.cursor)
+	j.retention = s.memo.retention(j.Schedule, now)
+	j.next = s.memo.next(j.Schedule, j.cursor)
 }

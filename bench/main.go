@@ -36,13 +36,13 @@ func progress(format string, args ...any) {
 }
 
 func main() {
-	only := flag.String("only", "", `run one part only: "schedulers", "workers" or "postgres" (results in RESULTS-<part>.md)`)
+	only := flag.String("only", "", `run one part only: "schedulers", "workers", "scale" or "postgres" (results in RESULTS-<part>.md)`)
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each worker-throughput run to `prefix`-<system>-c<concurrency>.pprof")
 	flag.Parse()
 	switch *only {
-	case "", "schedulers", "workers", "postgres":
+	case "", "schedulers", "workers", "scale", "postgres":
 	default:
-		fmt.Fprintf(os.Stderr, "bench: -only must be schedulers, workers or postgres, got %q\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: -only must be schedulers, workers, scale or postgres, got %q\n", *only)
 		os.Exit(2)
 	}
 	if err := run(*only, *cpuprofile); err != nil {
@@ -76,7 +76,7 @@ func run(only, cpuprofile string) error {
 	progress("timer and round-trip floor")
 	floor := measureFloor(ctx, adm)
 
-	var sched, workers string
+	var sched, workers, scale string
 	if only == "" || only == "schedulers" {
 		sched = e.schedulerSection(ctx, systems, started)
 	}
@@ -87,6 +87,9 @@ func run(only, cpuprofile string) error {
 		if sched, err = e.postgresSection(ctx); err != nil {
 			return err
 		}
+	}
+	if only == "" || only == "scale" {
+		scale = e.scaleSection(ctx)
 	}
 
 	// Output.
@@ -104,6 +107,9 @@ func run(only, cpuprofile string) error {
 			out.WriteString("\n")
 		}
 		out.WriteString(workers)
+	}
+	if scale != "" {
+		out.WriteString("\n" + scale)
 	}
 	if s := e.ot.c.String(); s != "" {
 		fmt.Fprintf(&out, "\nonetick warnings and errors logged over the whole run (schedulers and workers): %s.\n", s)

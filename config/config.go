@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/onetick/onetick/cron"
 )
 
 // Defaults applied by Parse and Load.
@@ -49,6 +51,10 @@ type File struct {
 	// lines maps field paths (jobs by index: "jobs[2].schedule") to the
 	// line of their key.
 	lines map[string]int
+	// jobKeyLines holds the lines of the jobs' keys (see setJobLine).
+	jobKeyLines []uint8
+	// schedules are the parsed schedules, shared (see parseSchedule).
+	schedules map[schedKey]*cron.Schedule
 }
 
 // Backend selects the store. With Redis nil the embedded in-process backend

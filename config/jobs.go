@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,32 +39,74 @@ func (f *File) line(path string, def int) int {
 	return def
 }
 
+// jobKeys are the fields of a job, in the order of File.jobKeyLines.
+var jobKeys = [...]string{"name", "schedule", "timezone", "prefer", "grace", "max_catchup", "stream", "max_len", "payload", "run"}
+
+func jobKeyIndex(key string) int {
+	for k, n := range jobKeys {
+		if n == key {
+			return k
+		}
+	}
+	return -1
+}
+
+// setJobLine records the line of job i's key: in jobKeyLines, a byte per
+// key, when it is near the job's line (as it nearly always is: a map of
+// paths costs about 70 bytes per key, a million jobs hold three million
+// keys), else in lines.
+func (f *File) setJobLine(i, jobLine int, key string, line int) {
+	k := jobKeyIndex(key)
+	if d := line - jobLine; k >= 0 && d >= 0 && d < 255 {
+		for len(f.jobKeyLines) < (i+1)*len(jobKeys) {
+			f.jobKeyLines = append(f.jobKeyLines, 0)
+		}
+		f.jobKeyLines[i*len(jobKeys)+k] = uint8(d + 1)
+		return
+	}
+	f.lines["jobs["+strconv.Itoa(i)+"]."+key] = line
+}
+
+// jobLine returns the line of job i's key, or the job's line.
+func (f *File) jobLine(i int, key string) int {
+	j := f.Jobs[i]
+	if k, at := jobKeyIndex(key), i*len(jobKeys); k >= 0 && at+k < len(f.jobKeyLines) {
+		if d := f.jobKeyLines[at+k]; d > 0 {
+			return j.Line + int(d) - 1
+		}
+	}
+	return f.line("jobs["+strconv.Itoa(i)+"]."+key, j.Line)
+}
+
 // checkJobs applies the semantic job checks. bad holds plain field paths
 // ("jobs[2].name", or "jobs[2]" for the whole job) already reported.
-func (f *File) checkJobs(bad map[string]bool) Errors {
+func (f *File) checkJobs(bad map[string]bool, keep []*cron.Schedule) Errors {
 	var errs Errors
-	seen := map[string]int{} // name -> line of its name
+	seen := make(map[string]int, len(f.Jobs)) // name -> line of its name
 	for i, j := range f.Jobs {
-		plain := fmt.Sprintf("jobs[%d]", i)
-		if bad[plain] {
+		plain := "jobs[" + strconv.Itoa(i) + "]"
+		if len(bad) > 0 && bad[plain] {
 			continue
 		}
-		disp := plain
-		if validName(j.Name) == nil {
-			disp = label(i, j.Name)
+		// The display path, for messages only.
+		disp := func() string {
+			if validName(j.Name) == nil {
+				return label(i, j.Name)
+			}
+			return plain
 		}
 		add := func(key, format string, args ...any) {
-			errs = append(errs, &Error{File: f.Path, Line: f.line(plain+"."+key, j.Line), Field: disp + "." + key,
+			errs = append(errs, &Error{File: f.Path, Line: f.jobLine(i, key), Field: disp() + "." + key,
 				Msg: fmt.Sprintf(format, args...)})
 		}
-		ok := func(key string) bool { return !bad[plain+"."+key] }
+		ok := func(key string) bool { return len(bad) == 0 || !bad[plain+"."+key] }
 		if ok("name") {
 			if err := validName(j.Name); err != nil {
 				add("name", "%v", err)
 			} else if first, dup := seen[j.Name]; dup {
 				add("name", "duplicate job name %q (first defined on line %d)", j.Name, first)
 			} else {
-				seen[j.Name] = f.line(plain+".name", j.Line)
+				seen[j.Name] = f.jobLine(i, "name")
 			}
 		}
 		loc := time.UTC
@@ -78,11 +121,13 @@ func (f *File) checkJobs(bad map[string]bool) Errors {
 		if ok("schedule") {
 			if strings.TrimSpace(j.Schedule) == "" {
 				add("schedule", "is required (for example \"0 2 * * *\" or \"@every 5m\")")
-			} else if _, err := cron.ParseFor(j.Schedule, loc, j.Name); err != nil {
+			} else if sch, err := f.parseSchedule(j.Schedule, loc, j.Timezone, j.Name); err != nil {
 				// H without a name: the missing name is reported already.
 				if !errors.Is(err, cron.ErrNoJobName) {
 					add("schedule", "%v", err)
 				}
+			} else if keep != nil {
+				keep[i] = sch
 			}
 		}
 		if ok("prefer") {
@@ -117,15 +162,20 @@ func (f *File) checkJobs(bad map[string]bool) Errors {
 // cron.ParseFor in its zone and for its name (from which H is hashed). On a
 // File from Parse or Load it does not fail.
 func (f *File) OneTickJobs() ([]onetick.Job, error) {
-	if errs := f.checkJobs(nil); len(errs) > 0 {
+	schedules := make([]*cron.Schedule, len(f.Jobs))
+	if errs := f.checkJobs(nil, schedules); len(errs) > 0 {
 		return nil, errs
 	}
 	out := make([]onetick.Job, 0, len(f.Jobs))
 	for i, j := range f.Jobs {
-		loc, _ := loadZone(j.Timezone)
-		s, err := cron.ParseFor(j.Schedule, loc, j.Name)
-		if err != nil { // checked above; kept for safety
-			return nil, Errors{{File: f.Path, Line: f.line(fmt.Sprintf("jobs[%d].schedule", i), j.Line),
+		s := schedules[i]
+		var err error
+		if s == nil { // checked above; kept for safety
+			loc, _ := loadZone(j.Timezone)
+			s, err = f.parseSchedule(j.Schedule, loc, j.Timezone, j.Name)
+		}
+		if err != nil {
+			return nil, Errors{{File: f.Path, Line: f.jobLine(i, "schedule"),
 				Field: label(i, j.Name) + ".schedule", Msg: err.Error(), err: err}}
 		}
 		out = append(out, onetick.Job{
@@ -134,6 +184,33 @@ func (f *File) OneTickJobs() ([]onetick.Job, error) {
 		})
 	}
 	return out, nil
+}
+
+// schedKey identifies a parsed schedule: the expression in its zone.
+type schedKey struct{ expr, zone string }
+
+// parseSchedule parses expr for the job name in loc (named zone), sharing
+// one *cron.Schedule (immutable) among the jobs with the same expression
+// and zone: a million jobs written "0 * * * *" hold one schedule, and are
+// parsed once. An expression that may use H (whose values hash the job's
+// name) is parsed for each job: it is that job's alone.
+func (f *File) parseSchedule(expr string, loc *time.Location, zone, name string) (*cron.Schedule, error) {
+	if strings.ContainsAny(expr, "Hh") { // H, or a word such as @hourly
+		return cron.ParseFor(expr, loc, name)
+	}
+	k := schedKey{expr: expr, zone: zone}
+	if s, ok := f.schedules[k]; ok {
+		return s, nil
+	}
+	s, err := cron.ParseFor(expr, loc, name)
+	if err != nil {
+		return nil, err
+	}
+	if f.schedules == nil {
+		f.schedules = map[schedKey]*cron.Schedule{}
+	}
+	f.schedules[k] = s
+	return s, nil
 }
 
 // LeaseConfig returns the lease timing for onetick (zero fields mean
@@ -152,12 +229,30 @@ func (j Job) JobDef() ([]byte, error) {
 // JobFromDef turns a stored definition back into a job of the engine,
 // checked as the file's jobs are.
 func JobFromDef(def []byte) (onetick.Job, Job, error) {
+	var d Defs
+	return d.Job(def)
+}
+
+// Defs turns many stored definitions into jobs of the engine, sharing
+// one parsed schedule among the jobs with the same expression and zone
+// (as Load does for a file). The zero value is ready to use; it is not
+// safe for concurrent use.
+type Defs struct {
+	schedules map[schedKey]*cron.Schedule
+}
+
+// Job is JobFromDef, with the schedules of d.
+func (d *Defs) Job(def []byte) (onetick.Job, Job, error) {
 	var j Job
-	if err := json.Unmarshal(def, &j); err != nil {
-		return onetick.Job{}, j, fmt.Errorf("job definition: %v", err)
+	if !decodeDef(def, &j) {
+		j = Job{}
+		if err := json.Unmarshal(def, &j); err != nil {
+			return onetick.Job{}, j, fmt.Errorf("job definition: %v", err)
+		}
 	}
-	f := &File{Path: "(stored job " + j.Name + ")", Jobs: []Job{j}, lines: map[string]int{}}
+	f := &File{Path: "(stored job " + j.Name + ")", Jobs: []Job{j}, schedules: d.schedules}
 	jobs, err := f.OneTickJobs()
+	d.schedules = f.schedules
 	if err != nil {
 		return onetick.Job{}, j, err
 	}

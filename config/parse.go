@@ -50,6 +50,11 @@ type parser struct {
 	secrets []string
 	// base, for a jobs file, is the configuration its jobs join.
 	base *File
+	// fast is the job list read apart, standing in the document as
+	// fastSeq; fastFailed is set when it cannot be.
+	fast       *jobsBlock
+	fastSeq    *yaml.Node
+	fastFailed bool
 }
 
 // entry is one key of a mapping.
@@ -70,13 +75,21 @@ func parse(name string, data []byte, lookup func(string) (string, bool)) (*File,
 // their defaults taken from base (the key prefix of default streams, the
 // lease ttl of the default grace).
 func parseWith(name string, data []byte, lookup func(string) (string, bool), base *File) (*File, error) {
-	p := &parser{
-		file: name, lookup: lookup, budget: maxVisits + 2*len(data),
-		expanded: map[*yaml.Node]*yaml.Node{}, active: map[*yaml.Node]int{}, base: base,
-	}
-	p.f = &File{Path: name, lines: map[string]int{}}
+	p := newParser(name, data, lookup, base)
 	data, p.refs = markRefs(data)
-	if root, ok := p.decode(data); ok {
+	if root, ok := p.decodeFast(data); ok && !noFastJobs {
+		p.top(root)
+		if p.fastFailed {
+			// An item the list reader cannot take alone: the whole file
+			// through the decoder.
+			refs := p.refs
+			p = newParser(name, data, lookup, base)
+			p.refs = refs
+			if root, ok := p.decode(data); ok {
+				p.top(root)
+			}
+		}
+	} else if root, ok := p.decode(data); ok {
 		p.top(root)
 	}
 	if len(p.errs) > 0 {
@@ -91,6 +104,44 @@ func parseWith(name string, data []byte, lookup func(string) (string, bool), bas
 		return nil, p.errs
 	}
 	return p.f, nil
+}
+
+// noFastJobs turns the list reader of fastjobs.go off (for the tests that
+// compare it with the decoder).
+var noFastJobs = false
+
+func newParser(name string, data []byte, lookup func(string) (string, bool), base *File) *parser {
+	p := &parser{
+		file: name, lookup: lookup, budget: maxVisits + 2*len(data),
+		expanded: map[*yaml.Node]*yaml.Node{}, active: map[*yaml.Node]int{}, base: base,
+	}
+	p.f = &File{Path: name, lines: map[string]int{}}
+	return p
+}
+
+// decodeFast decodes data with the list under the top-level key jobs read
+// apart (see fastjobs.go). ok is false when the file does not have that
+// shape or the rest does not decode: the caller then decodes it whole,
+// which reports any problem as before.
+func (p *parser) decodeFast(data []byte) (*yaml.Node, bool) {
+	rest, b, ok := cutJobs(data)
+	if !ok {
+		return nil, false
+	}
+	root, err := decodeYAML(rest)
+	if err != nil || root == nil || root.Kind != yaml.MappingNode {
+		return nil, false
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.Value == "jobs" && k.Line == b.keyLine && k.Style == 0 && isNull(v) && v.Kind == yaml.ScalarNode {
+			p.fast = b
+			p.fastSeq = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: b.firstLine, Column: b.indent + 1}
+			root.Content[i+1] = p.fastSeq
+			return root, true
+		}
+	}
+	return nil, false
 }
 
 func (p *parser) errorf(line int, field, format string, args ...any) {
@@ -369,6 +420,11 @@ func (p *parser) kindText(n *yaml.Node) string {
 // ones, records the line of every known key under plain and returns them by
 // name.
 func (p *parser) fields(es []entry, plain, disp string, known ...string) map[string]entry {
+	return p.fieldsRec(es, disp, known, func(name string, line int) { p.f.lines[join(plain, name)] = line })
+}
+
+// fieldsRec is fields with the recording of lines left to record.
+func (p *parser) fieldsRec(es []entry, disp string, known []string, record func(name string, line int)) map[string]entry {
 	out := make(map[string]entry, len(es))
 	for _, e := range es {
 		found := false
@@ -383,7 +439,7 @@ func (p *parser) fields(es []entry, plain, disp string, known ...string) map[str
 			continue
 		}
 		out[e.name] = e
-		p.f.lines[join(plain, e.name)] = e.line
+		record(e.name, e.line)
 	}
 	return out
 }
@@ -432,6 +488,9 @@ func distance(a, b string) int {
 // scalar returns the environment-expanded copy of the scalar n (already
 // dereferenced), reporting reference problems under path.
 func (p *parser) scalar(n *yaml.Node, path string) *yaml.Node {
+	if p.refs == nil {
+		return n // no references in the file: nothing to expand or cache
+	}
 	if c, ok := p.expanded[n]; ok {
 		return c
 	}
@@ -946,9 +1005,18 @@ func (p *parser) jobs(e entry, prefix string, ttl time.Duration) {
 		return
 	}
 	bad := map[string]bool{} // plain field paths that already have an error
-	for i, item := range seq.Content {
+	n := len(seq.Content)
+	if seq == p.fastSeq && p.fast != nil {
+		n = p.fast.count()
+	}
+	// Sized once: a job is over a hundred bytes, and growing a slice of a
+	// million of them copies it several times over.
+	p.f.Jobs = make([]Job, 0, n)
+	p.f.jobKeyLines = make([]uint8, 0, n*len(jobKeys))
+	i := 0
+	each := func(item *yaml.Node) bool {
 		if !p.spend(1, item.Line) {
-			return
+			return false
 		}
 		if j, ok := p.job(i, item, bad); ok {
 			p.f.Jobs = append(p.f.Jobs, j)
@@ -957,8 +1025,22 @@ func (p *parser) jobs(e entry, prefix string, ttl time.Duration) {
 			p.f.Jobs = append(p.f.Jobs, Job{Line: item.Line})
 			bad[fmt.Sprintf("jobs[%d]", i)] = true
 		}
+		i++
+		return true
 	}
-	for _, e := range p.f.checkJobs(bad) {
+	if seq == p.fastSeq && p.fast != nil {
+		if !p.fast.items(each) {
+			p.fastFailed = true
+			return
+		}
+	} else {
+		for _, item := range seq.Content {
+			if !each(item) {
+				return
+			}
+		}
+	}
+	for _, e := range p.f.checkJobs(bad, nil) {
 		p.errs = append(p.errs, e)
 	}
 	for i := range p.f.Jobs {
@@ -987,7 +1069,7 @@ func (p *parser) jobs(e entry, prefix string, ttl time.Duration) {
 
 // job reads one job's fields. Semantic checks are left to checkJobs.
 func (p *parser) job(i int, item *yaml.Node, bad map[string]bool) (Job, bool) {
-	plain := fmt.Sprintf("jobs[%d]", i)
+	plain := "jobs[" + strconv.Itoa(i) + "]"
 	j := Job{Line: item.Line}
 	if isNull(item) {
 		p.errorf(item.Line, plain, "is empty: a job needs at least a name and a schedule")
@@ -1012,7 +1094,7 @@ func (p *parser) job(i int, item *yaml.Node, bad map[string]bool) (Job, bool) {
 			}
 		}
 	}
-	sec := p.fields(es, plain, disp, "name", "schedule", "timezone", "prefer", "grace", "max_catchup", "stream", "max_len", "payload", "run")
+	sec := p.fieldsRec(es, disp, jobKeys[:], func(name string, line int) { p.f.setJobLine(i, j.Line, name, line) })
 	fail := func(key string, ok bool) {
 		if !ok {
 			bad[plain+"."+key] = true
@@ -1058,5 +1140,5 @@ func (p *parser) job(i int, item *yaml.Node, bad map[string]bool) (Job, bool) {
 
 // label is a job's display path: jobs[i] (name).
 func label(i int, name string) string {
-	return fmt.Sprintf("jobs[%d] (%s)", i, name)
+	return "jobs[" + strconv.Itoa(i) + "] (" + name + ")"
 }

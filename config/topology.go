@@ -114,7 +114,7 @@ func (f *File) checkSlots() Errors {
 		if j.Stream == "" || otredis.Slot(j.Stream) == want {
 			continue
 		}
-		errs = append(errs, &Error{File: f.Path, Line: f.line(fmt.Sprintf("jobs[%d].stream", i), j.Line),
+		errs = append(errs, &Error{File: f.Path, Line: f.jobLine(i, "stream"),
 			Field: label(i, j.Name) + ".stream",
 			Msg: fmt.Sprintf("%q lands in cluster hash slot %d, the prefix %q in %d: in a Redis Cluster every key of onetick must share the prefix's hash tag; name it like %s:%s, or leave stream out",
 				j.Stream, otredis.Slot(j.Stream), r.Prefix, want, r.Prefix, strings.Trim(j.Stream, "{}"))})

@@ -240,6 +240,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	role := fs.String("role", "", "both (schedule when leading, and work), scheduler or worker; overrides role in the file")
 	data := fs.String("data", "", "the embedded backend's state file (default: backend.file.path, else $STATE_DIRECTORY/onetick.db, $XDG_STATE_HOME/onetick/onetick.db or ~/.local/state/onetick/onetick.db)")
 	inMemory := fs.Bool("memory", false, "keep the embedded backend's state in memory only (lost on exit; for tests and demos)")
+	prof := addProfileFlags(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -247,6 +248,11 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	if len(pos) > 0 {
 		return badInput("run: unexpected argument %q", pos[0])
 	}
+	stopProfiles, err := prof.start()
+	if err != nil {
+		return badInput("%v", err)
+	}
+	defer stopProfiles()
 	log, err := newLogger(env.Stderr, *logFormat)
 	if err != nil {
 		return err
