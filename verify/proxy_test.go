@@ -43,6 +43,9 @@ type Proxy struct {
 	delay time.Duration
 	conns map[*pipe]struct{}
 	done  bool
+	// running counts the accept loop and the connections' goroutines, so
+	// that Close returns only when they have all ended.
+	running sync.WaitGroup
 }
 
 type pipe struct {
@@ -68,7 +71,11 @@ func StartProxy(t *testing.T, target string) *Proxy {
 		t.Fatal(err)
 	}
 	p := &Proxy{ln: ln, target: target, conns: map[*pipe]struct{}{}}
-	go p.accept()
+	p.running.Add(1)
+	go func() {
+		defer p.running.Done()
+		p.accept()
+	}()
 	t.Cleanup(p.Close)
 	return p
 }
@@ -88,6 +95,7 @@ func (p *Proxy) Close() {
 	for c := range conns {
 		c.close()
 	}
+	p.running.Wait()
 }
 
 // Mode returns the current mode.
@@ -158,7 +166,11 @@ func (p *Proxy) accept() {
 			if !p.track(pp) {
 				return
 			}
-			go drain(c) // swallow what the client sends; never answer
+			p.running.Add(1)
+			go func() { // swallow what the client sends; never answer
+				defer p.running.Done()
+				drain(c)
+			}()
 			continue
 		}
 		s, err := net.DialTimeout("tcp", p.target, 2*time.Second)
@@ -170,8 +182,9 @@ func (p *Proxy) accept() {
 		if !p.track(pp) {
 			return
 		}
-		go p.pump(pp, c, s)
-		go p.pump(pp, s, c)
+		p.running.Add(2)
+		go func() { defer p.running.Done(); p.pump(pp, c, s) }()
+		go func() { defer p.running.Done(); p.pump(pp, s, c) }()
 	}
 }
 

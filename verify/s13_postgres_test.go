@@ -11,7 +11,6 @@ package verify
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -78,89 +77,7 @@ func TestPostgresPartition(t *testing.T) {
 	leader := f.WaitLeader(2 * ttl)
 	Settle(2 * time.Second)
 
-	var takeovers []time.Duration
-	var notes []string
-	for _, mode := range []ProxyMode{ModeCut, ModeBlackhole} {
-		oldEpoch := leader.Epoch()
-		marks := f.Marks()
-		p := proxies[leader]
-		WaitPhase(500 * time.Millisecond)
-		cutAt := time.Now()
-		p.SetMode(mode)
-
-		var stoppedAt time.Time
-		if !Poll(2*ttl, 20*time.Millisecond, func() bool {
-			m, err := leader.Metrics()
-			if err == nil && m.Get("scheduler_is_leader") == 0 {
-				stoppedAt = time.Now()
-				return true
-			}
-			return false
-		}) {
-			t.Fatalf("%s: the isolated leader %s still reports scheduler_is_leader 1 after %s", mode, leader.Name, 2*ttl)
-		}
-		who, line, ok := f.AwaitBecameLeader(2*ttl+slack, marks, leader, oldEpoch)
-		if !ok {
-			t.Fatalf("%s: no standby took over from the isolated leader %s", mode, leader.Name)
-		}
-		newEpoch := line.Int("epoch")
-		took := line.Time.Sub(cutAt)
-		takeovers = append(takeovers, took)
-		if !stoppedAt.Before(line.Time) {
-			t.Errorf("%s: the isolated leader %s still led at %s, when %s became leader at %s",
-				mode, leader.Name, stoppedAt.Format("15:04:05.000"), who.Name, line.Time.Format("15:04:05.000"))
-		}
-		if code, _, err := leader.Get("/readyz"); err == nil && code == http.StatusOK {
-			t.Errorf("%s: the isolated replica %s reports ready", mode, leader.Name)
-		}
-		if !Poll(2*ttl, 50*time.Millisecond, func() bool {
-			return Analyze(jobDup, f.ReadStream(jobDup), interval).SpanOfEpoch(newEpoch) != nil
-		}) {
-			t.Fatalf("%s: the new leader %s (epoch %d) fired nothing", mode, who.Name, newEpoch)
-		}
-		Settle(time.Second)
-
-		p.SetMode(ModePass)
-		healAt := time.Now()
-		if !Poll(3*ttl, 50*time.Millisecond, func() bool {
-			code, _, err := leader.Get("/readyz")
-			return err == nil && code == http.StatusOK
-		}) {
-			t.Errorf("%s: %s /readyz not 200 within %s of the heal", mode, leader.Name, 3*ttl)
-		}
-		readyAfter := time.Since(healAt)
-		if m := f.Scrape(leader); m.Get("scheduler_is_leader") != 0 {
-			t.Errorf("%s: the healed replica %s reports scheduler_is_leader 1", mode, leader.Name)
-		}
-		if !leader.Alive() {
-			t.Errorf("%s: %s exited", mode, leader.Name)
-		}
-		for _, j := range allJobs {
-			a := Analyze(j, f.ReadStream(j), interval)
-			o, n := a.SpanOfEpoch(oldEpoch), a.SpanOfEpoch(newEpoch)
-			if o != nil && n != nil && (o.Last >= n.First || !o.LastAt.Before(n.FirstAt)) {
-				t.Errorf("%s: %s: the isolated term %d fired slot %s (at %s), not before the new term's first %s (at %s)",
-					mode, j, oldEpoch, o.Last, o.LastAt, n.First, n.FirstAt)
-			}
-		}
-		var stopLine LogLine
-		if !f.Await(2*ttl, func() bool {
-			var ok bool
-			stopLine, ok = leader.FindLog(marks[leader], func(l LogLine) bool {
-				return l.Msg == "stopped leading" && l.Int("epoch") == oldEpoch
-			})
-			return ok
-		}) {
-			t.Errorf("%s: %s logged no \"stopped leading\" for epoch %d", mode, leader.Name, oldEpoch)
-		}
-		t.Logf("%s: isolated %s (epoch %d) at %s; it stopped leading after %s (reason %q); %s became leader (epoch %d) after %s; healed, ready again after %s",
-			mode, leader.Name, oldEpoch, cutAt.Format("15:04:05.000"), stoppedAt.Sub(cutAt).Round(time.Millisecond), stopLine.Str("reason"),
-			who.Name, newEpoch, took.Round(time.Millisecond), readyAfter.Round(time.Millisecond))
-		notes = append(notes, fmt.Sprintf("%s: the isolated leader stopped %s after the fault (seen on its /metrics), %s before %s was granted the lease (%s after the fault); ready again %s after the heal.",
-			mode, fmtDur(stoppedAt.Sub(cutAt)), fmtDur(line.Time.Sub(stoppedAt)), who.Name, fmtDur(took), fmtDur(readyAfter)))
-		leader = who
-		Settle(2 * time.Second)
-	}
+	takeovers, notes, _ := isolationRounds(t, f, proxies, leader, 3*ttl)
 
 	dFrom, dTo, note := pgDelayPhase(t, f, f.WaitLeader(2*ttl), proxies)
 	notes = append(notes, note)

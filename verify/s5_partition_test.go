@@ -39,97 +39,7 @@ func TestPartition(t *testing.T) {
 	leader := f.WaitLeader(2 * ttl)
 	Settle(2 * time.Second)
 
-	var takeovers []time.Duration
-	var notes []string
-	for _, mode := range []ProxyMode{ModeCut, ModeBlackhole} {
-		oldEpoch := leader.Epoch()
-		marks := f.Marks()
-		p := proxies[leader]
-		WaitPhase(500 * time.Millisecond)
-		cutAt := time.Now()
-		p.SetMode(mode)
-
-		// Watch the isolated leader's own view: when does it stop leading?
-		var stoppedAt time.Time
-		if !Poll(2*ttl, 20*time.Millisecond, func() bool {
-			m, err := leader.Metrics()
-			if err == nil && m.Get("scheduler_is_leader") == 0 {
-				stoppedAt = time.Now()
-				return true
-			}
-			return false
-		}) {
-			t.Fatalf("%s: the isolated leader %s still reports scheduler_is_leader 1 after %s", mode, leader.Name, 2*ttl)
-		}
-		who, line, ok := f.AwaitBecameLeader(2*ttl+slack, marks, leader, oldEpoch)
-		if !ok {
-			t.Fatalf("%s: no standby took over from the isolated leader %s", mode, leader.Name)
-		}
-		newEpoch := line.Int("epoch")
-		took := line.Time.Sub(cutAt)
-		takeovers = append(takeovers, took)
-		// The old leader observably stopped (upper bound: the poll that saw
-		// 0) before the new one was granted the lease.
-		if !stoppedAt.Before(line.Time) {
-			t.Errorf("%s: the isolated leader %s still led at %s, when %s became leader at %s",
-				mode, leader.Name, stoppedAt.Format("15:04:05.000"), who.Name, line.Time.Format("15:04:05.000"))
-		}
-		if code, _, err := leader.Get("/readyz"); err == nil && code == http.StatusOK {
-			t.Errorf("%s: the isolated replica %s reports ready", mode, leader.Name)
-		}
-		if !Poll(2*ttl, 50*time.Millisecond, func() bool {
-			return Analyze(jobDup, f.ReadStream(jobDup), interval).SpanOfEpoch(newEpoch) != nil
-		}) {
-			t.Fatalf("%s: the new leader %s (epoch %d) fired nothing", mode, who.Name, newEpoch)
-		}
-		Settle(time.Second)
-
-		// Heal: the old leader rejoins as a standby.
-		p.SetMode(ModePass)
-		healAt := time.Now()
-		if !Poll(2*ttl, 50*time.Millisecond, func() bool {
-			code, _, err := leader.Get("/readyz")
-			return err == nil && code == http.StatusOK
-		}) {
-			t.Errorf("%s: %s /readyz not 200 within %s of the heal", mode, leader.Name, 2*ttl)
-		}
-		readyAfter := time.Since(healAt)
-		m := f.Scrape(leader)
-		if m.Get("scheduler_is_leader") != 0 {
-			t.Errorf("%s: the healed replica %s reports scheduler_is_leader 1", mode, leader.Name)
-		}
-		if !leader.Alive() {
-			t.Errorf("%s: %s exited", mode, leader.Name)
-		}
-		// Its old term wrote nothing after the new one began.
-		for _, j := range allJobs {
-			a := Analyze(j, f.ReadStream(j), interval)
-			o, n := a.SpanOfEpoch(oldEpoch), a.SpanOfEpoch(newEpoch)
-			if o != nil && n != nil && (o.Last >= n.First || !o.LastAt.Before(n.FirstAt)) {
-				t.Errorf("%s: %s: the isolated term %d fired slot %s (at %s), not before the new term's first %s (at %s)",
-					mode, j, oldEpoch, o.Last, o.LastAt, n.First, n.FirstAt)
-			}
-		}
-		// It logs the end of its term (after trying to release, which can
-		// take the release timeout on a silent link).
-		var stopLine LogLine
-		if !f.Await(2*ttl, func() bool {
-			var ok bool
-			stopLine, ok = leader.FindLog(marks[leader], func(l LogLine) bool {
-				return l.Msg == "stopped leading" && l.Int("epoch") == oldEpoch
-			})
-			return ok
-		}) {
-			t.Errorf("%s: %s logged no \"stopped leading\" for epoch %d", mode, leader.Name, oldEpoch)
-		}
-		t.Logf("%s: isolated %s (epoch %d) at %s; it stopped leading after %s (reason %q); %s became leader (epoch %d) after %s; healed, ready again after %s",
-			mode, leader.Name, oldEpoch, cutAt.Format("15:04:05.000"), stoppedAt.Sub(cutAt).Round(time.Millisecond), stopLine.Str("reason"),
-			who.Name, newEpoch, took.Round(time.Millisecond), readyAfter.Round(time.Millisecond))
-		notes = append(notes, fmt.Sprintf("%s: the isolated leader stopped %s after the fault (seen on its /metrics), %s before %s was granted the lease (%s after the fault); ready again %s after the heal.",
-			mode, fmtDur(stoppedAt.Sub(cutAt)), fmtDur(line.Time.Sub(stoppedAt)), who.Name, fmtDur(took), fmtDur(readyAfter)))
-		leader = who
-		Settle(2 * time.Second)
-	}
+	takeovers, notes, leader := isolationRounds(t, f, proxies, leader, 2*ttl)
 
 	// Hold: the leader's claim for the next slot is sent while it still
 	// trusts its lease, but stuck in the network until after a standby has
@@ -296,4 +206,104 @@ func holdPhase(t *testing.T, f *Fleet, leader *Replica, p *Proxy) string {
 		releasedAt.Format("15:04:05.000"), oldEpoch, reason)
 	return fmt.Sprintf("hold: %s's claim for slot %s, sent while it trusted its lease, was held in the network until %s had taken over (%s later) and fired that slot; delivered then, the store refused it: term %d recorded as %q, no entry of it after the hold.",
 		leader.Name, slot.UTC().Format("15:04:05"), who.Name, fmtDur(line.Time.Sub(heldAt)), oldEpoch, reason)
+}
+
+// isolationRounds cuts the leader off its store through its proxy, once
+// with connections reset (cut) and once silently (blackhole): the isolated
+// leader must stop before a standby is granted the lease, its term must
+// write nothing after the new one began, and after the heal (ready within
+// healWithin) it rejoins as a standby. It returns the takeover times, the
+// report's notes and the leader at the end.
+func isolationRounds(t *testing.T, f *Fleet, proxies map[*Replica]*Proxy, leader *Replica, healWithin time.Duration) (takeovers []time.Duration, notes []string, _ *Replica) {
+	t.Helper()
+	for _, mode := range []ProxyMode{ModeCut, ModeBlackhole} {
+		oldEpoch := leader.Epoch()
+		marks := f.Marks()
+		p := proxies[leader]
+		WaitPhase(500 * time.Millisecond)
+		cutAt := time.Now()
+		p.SetMode(mode)
+
+		// Watch the isolated leader's own view: when does it stop leading?
+		var stoppedAt time.Time
+		if !Poll(2*ttl, 20*time.Millisecond, func() bool {
+			m, err := leader.Metrics()
+			if err == nil && m.Get("scheduler_is_leader") == 0 {
+				stoppedAt = time.Now()
+				return true
+			}
+			return false
+		}) {
+			t.Fatalf("%s: the isolated leader %s still reports scheduler_is_leader 1 after %s", mode, leader.Name, 2*ttl)
+		}
+		who, line, ok := f.AwaitBecameLeader(2*ttl+slack, marks, leader, oldEpoch)
+		if !ok {
+			t.Fatalf("%s: no standby took over from the isolated leader %s", mode, leader.Name)
+		}
+		newEpoch := line.Int("epoch")
+		took := line.Time.Sub(cutAt)
+		takeovers = append(takeovers, took)
+		// The old leader observably stopped (upper bound: the poll that saw
+		// 0) before the new one was granted the lease.
+		if !stoppedAt.Before(line.Time) {
+			t.Errorf("%s: the isolated leader %s still led at %s, when %s became leader at %s",
+				mode, leader.Name, stoppedAt.Format("15:04:05.000"), who.Name, line.Time.Format("15:04:05.000"))
+		}
+		if code, _, err := leader.Get("/readyz"); err == nil && code == http.StatusOK {
+			t.Errorf("%s: the isolated replica %s reports ready", mode, leader.Name)
+		}
+		if !Poll(2*ttl, 50*time.Millisecond, func() bool {
+			return Analyze(jobDup, f.ReadStream(jobDup), interval).SpanOfEpoch(newEpoch) != nil
+		}) {
+			t.Fatalf("%s: the new leader %s (epoch %d) fired nothing", mode, who.Name, newEpoch)
+		}
+		Settle(time.Second)
+
+		// Heal: the old leader rejoins as a standby.
+		p.SetMode(ModePass)
+		healAt := time.Now()
+		if !Poll(healWithin, 50*time.Millisecond, func() bool {
+			code, _, err := leader.Get("/readyz")
+			return err == nil && code == http.StatusOK
+		}) {
+			t.Errorf("%s: %s /readyz not 200 within %s of the heal", mode, leader.Name, healWithin)
+		}
+		readyAfter := time.Since(healAt)
+		m := f.Scrape(leader)
+		if m.Get("scheduler_is_leader") != 0 {
+			t.Errorf("%s: the healed replica %s reports scheduler_is_leader 1", mode, leader.Name)
+		}
+		if !leader.Alive() {
+			t.Errorf("%s: %s exited", mode, leader.Name)
+		}
+		// Its old term wrote nothing after the new one began.
+		for _, j := range allJobs {
+			a := Analyze(j, f.ReadStream(j), interval)
+			o, n := a.SpanOfEpoch(oldEpoch), a.SpanOfEpoch(newEpoch)
+			if o != nil && n != nil && (o.Last >= n.First || !o.LastAt.Before(n.FirstAt)) {
+				t.Errorf("%s: %s: the isolated term %d fired slot %s (at %s), not before the new term's first %s (at %s)",
+					mode, j, oldEpoch, o.Last, o.LastAt, n.First, n.FirstAt)
+			}
+		}
+		// It logs the end of its term (after trying to release, which can
+		// take the release timeout on a silent link).
+		var stopLine LogLine
+		if !f.Await(2*ttl, func() bool {
+			var ok bool
+			stopLine, ok = leader.FindLog(marks[leader], func(l LogLine) bool {
+				return l.Msg == "stopped leading" && l.Int("epoch") == oldEpoch
+			})
+			return ok
+		}) {
+			t.Errorf("%s: %s logged no \"stopped leading\" for epoch %d", mode, leader.Name, oldEpoch)
+		}
+		t.Logf("%s: isolated %s (epoch %d) at %s; it stopped leading after %s (reason %q); %s became leader (epoch %d) after %s; healed, ready again after %s",
+			mode, leader.Name, oldEpoch, cutAt.Format("15:04:05.000"), stoppedAt.Sub(cutAt).Round(time.Millisecond), stopLine.Str("reason"),
+			who.Name, newEpoch, took.Round(time.Millisecond), readyAfter.Round(time.Millisecond))
+		notes = append(notes, fmt.Sprintf("%s: the isolated leader stopped %s after the fault (seen on its /metrics), %s before %s was granted the lease (%s after the fault); ready again %s after the heal.",
+			mode, fmtDur(stoppedAt.Sub(cutAt)), fmtDur(line.Time.Sub(stoppedAt)), who.Name, fmtDur(took), fmtDur(readyAfter)))
+		leader = who
+		Settle(2 * time.Second)
+	}
+	return takeovers, notes, leader
 }
