@@ -162,7 +162,7 @@ func pgBinDir(t *testing.T) string {
 		return vi < vk
 	})
 	if len(dirs) == 0 {
-		t.Skip("no PostgreSQL binaries in /usr/lib/postgresql/*/bin (scripts/install-deps.sh installs them)")
+		t.Fatal("no PostgreSQL binaries in /usr/lib/postgresql/*/bin (make verify installs them through scripts/install-deps.sh)")
 	}
 	return dirs[len(dirs)-1]
 }
@@ -186,7 +186,7 @@ func StartPGServer(t *testing.T) *PGServer {
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			t.Skipf("running as root and no postgres user to run a private server as: %v", err)
+			t.Fatalf("running as root and no postgres user to run a private server as (the postgresql package creates it): %v", err)
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
