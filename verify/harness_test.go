@@ -897,3 +897,13 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 func StartRedis(t *testing.T, opts ...redistest.Option) *redistest.Server {
 	return redistest.Start(t, append([]redistest.Option{redistest.KeyspaceEvents()}, opts...)...)
 }
+
+// LeadershipChanges sums scheduler_leadership_changes_total over the live
+// replicas: it grows by one with every term any of them begins.
+func (f *Fleet) LeadershipChanges() float64 {
+	var s float64
+	for _, r := range f.Live() {
+		s += f.Scrape(r).Get("scheduler_leadership_changes_total")
+	}
+	return s
+}

@@ -127,13 +127,7 @@ func TestPostgresPartition(t *testing.T) {
 // It returns the phase's start and end, and a note.
 func pgDelayPhase(t *testing.T, f *Fleet, leader *Replica, proxies map[*Replica]*Proxy) (time.Time, time.Time, string) {
 	t.Helper()
-	changes := func() float64 {
-		var s float64
-		for _, r := range f.Live() {
-			s += f.Scrape(r).Get("scheduler_leadership_changes_total")
-		}
-		return s
-	}
+	changes := f.LeadershipChanges
 	before := changes()
 	m0 := f.Scrape(leader)
 	h0 := m0.Histogram("scheduler_renewal_latency_seconds")
@@ -230,13 +224,7 @@ func TestPostgresRestart(t *testing.T) {
 	}
 	leader := f.WaitLeader(2 * ttl)
 	Settle(3 * time.Second)
-	changes := func() float64 {
-		var s float64
-		for _, r := range f.Live() {
-			s += f.Scrape(r).Get("scheduler_leadership_changes_total")
-		}
-		return s
-	}
+	changes := f.LeadershipChanges
 
 	var recs []time.Duration
 	var notes []string

@@ -50,13 +50,7 @@ func TestPartition(t *testing.T) {
 
 	// Latency: 200ms each way on the leader's link, after a reconnect.
 	leader = f.WaitLeader(2 * ttl)
-	changes := func() float64 {
-		var s float64
-		for _, r := range f.Live() {
-			s += f.Scrape(r).Get("scheduler_leadership_changes_total")
-		}
-		return s
-	}
+	changes := f.LeadershipChanges
 	before := changes()
 	h0 := f.Scrape(leader).Histogram("scheduler_renewal_latency_seconds")
 	delayMark := leader.Mark()

@@ -64,13 +64,7 @@ func TestRedisRestartAOF(t *testing.T) {
 	}
 	leader := f.WaitLeader(2 * ttl)
 	Settle(3 * time.Second)
-	changes := func() float64 {
-		var s float64
-		for _, r := range f.Live() {
-			s += f.Scrape(r).Get("scheduler_leadership_changes_total")
-		}
-		return s
-	}
+	changes := f.LeadershipChanges
 
 	var recs []time.Duration
 	var notes []string
