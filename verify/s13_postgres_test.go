@@ -224,47 +224,11 @@ func TestPostgresRestart(t *testing.T) {
 	}
 	leader := f.WaitLeader(2 * ttl)
 	Settle(3 * time.Second)
-	changes := f.LeadershipChanges
-
-	var recs []time.Duration
-	var notes []string
-	for _, down := range []time.Duration{0, pgDown} {
-		oldEpoch := leader.Epoch()
-		before := changes()
-		marks := f.Marks()
-		WaitPhase(500 * time.Millisecond)
-		srv.Kill()
-		killedAt := time.Now()
-		time.Sleep(down) // the outage itself
-		srv.Restart()    // returns once it accepts connections
-		restartAt := time.Now()
-		var took string
-		if down > 0 {
-			_, line, ok := f.AwaitBecameLeader(2*ttl+slack, marks, nil, oldEpoch)
-			if !ok {
-				t.Fatalf("no replica became leader within %s of the PostgreSQL restart", 2*ttl+slack)
-			}
-			if e := line.Int("epoch"); e <= oldEpoch {
-				t.Errorf("new epoch %d after the restart, want > %d (the epoch sequence must survive)", e, oldEpoch)
-			}
-			took = fmt.Sprintf("epoch %d -> %d, \"became leader\" %s after the restart", oldEpoch, line.Int("epoch"), fmtDur(line.Time.Sub(restartAt)))
-		}
-		rec := awaitRecovery(t, f, restartAt, 2*ttl+slack)
-		recs = append(recs, rec)
-		leader = f.WaitLeader(2 * ttl)
-		Settle(2 * time.Second)
-		kept := "leadership kept"
-		if n := changes() - before; n != 0 {
-			kept = fmt.Sprintf("%v leadership change(s)", n)
-		}
-		if took != "" {
-			kept += ", " + took
-		}
-		t.Logf("postgres down %s (to accepting connections again): %s; every job firing again %s after the restart",
-			restartAt.Sub(killedAt).Round(time.Millisecond), kept, rec.Round(time.Millisecond))
-		notes = append(notes, fmt.Sprintf("PostgreSQL (postmaster and backends) SIGKILLed, restarted on the same port, accepting connections again %s after the kill (crash recovery from the WAL included): %s; every job firing again %s after the restart.",
-			fmtDur(restartAt.Sub(killedAt)), kept, fmtDur(rec)))
-	}
+	recs, notes := storeRestarts(t, f, leader, "PostgreSQL", pgDown, srv.Kill, srv.Restart,
+		func(downFor time.Duration, kept string, rec time.Duration) string {
+			return fmt.Sprintf("PostgreSQL (postmaster and backends) SIGKILLed, restarted on the same port, accepting connections again %s after the kill (crash recovery from the WAL included): %s; every job firing again %s after the restart.",
+				fmtDur(downFor), kept, fmtDur(rec))
+		})
 	for _, r := range f.All() {
 		if !r.Alive() {
 			t.Errorf("%s exited", r.Name)

@@ -64,48 +64,11 @@ func TestRedisRestartAOF(t *testing.T) {
 	}
 	leader := f.WaitLeader(2 * ttl)
 	Settle(3 * time.Second)
-	changes := f.LeadershipChanges
-
-	var recs []time.Duration
-	var notes []string
-	for _, down := range []time.Duration{0, redisDown} {
-		oldEpoch := leader.Epoch()
-		before := changes()
-		marks := f.Marks()
-		WaitPhase(500 * time.Millisecond)
-		srv.Kill()
-		killedAt := time.Now()
-		time.Sleep(down) // the outage itself
-		srv.Restart()
-		restartAt := time.Now()
-		var took string
-		if down > 0 {
-			// The outage outlasts the lease: leadership must be won again,
-			// with a higher epoch (the counter survived).
-			_, line, ok := f.AwaitBecameLeader(2*ttl+slack, marks, nil, oldEpoch)
-			if !ok {
-				t.Fatalf("no replica became leader within %s of the Redis restart", 2*ttl+slack)
-			}
-			if e := line.Int("epoch"); e <= oldEpoch {
-				t.Errorf("new epoch %d after an AOF restart, want > %d (the epoch counter must survive)", e, oldEpoch)
-			}
-			took = fmt.Sprintf("epoch %d -> %d, \"became leader\" %s after the restart", oldEpoch, line.Int("epoch"), fmtDur(line.Time.Sub(restartAt)))
-		}
-		rec := awaitRecovery(t, f, restartAt, 2*ttl+slack)
-		recs = append(recs, rec)
-		leader = f.WaitLeader(2 * ttl)
-		Settle(2 * time.Second)
-		kept := "leadership kept"
-		if n := changes() - before; n != 0 {
-			kept = fmt.Sprintf("%v leadership change(s)", n)
-		}
-		if took != "" {
-			kept += ", " + took
-		}
-		t.Logf("redis down %s: %s; every job firing again %s after the restart", restartAt.Sub(killedAt).Round(time.Millisecond), kept, rec.Round(time.Millisecond))
-		notes = append(notes, fmt.Sprintf("Redis SIGKILLed, restarted on the same port after %s (AOF replayed): %s; every job firing again %s after the restart.",
-			fmtDur(restartAt.Sub(killedAt)), kept, fmtDur(rec)))
-	}
+	recs, notes := storeRestarts(t, f, leader, "Redis", redisDown, srv.Kill, srv.Restart,
+		func(downFor time.Duration, kept string, rec time.Duration) string {
+			return fmt.Sprintf("Redis SIGKILLed, restarted on the same port after %s (AOF replayed): %s; every job firing again %s after the restart.",
+				fmtDur(downFor), kept, fmtDur(rec))
+		})
 	as := f.Snapshot()
 	CheckInvariants(t, as, jobDup)
 	f.CheckMissedCounters(as)
@@ -237,4 +200,52 @@ func lossAcross(before, after []Entry) (dups, missed int, lastBefore, firstAfter
 		}
 	}
 	return dups, missed, lastBefore, firstAfter
+}
+
+// storeRestarts kills the fleet's store and restarts it on the same port
+// twice: at once, then after down (longer than the ttl, so leadership must
+// be won again, with a higher epoch: the counter survives the restart).
+// restart returns once the store accepts connections. It asserts that
+// every job fires again within 2×ttl and returns the recovery times and a
+// note per restart, worded by note.
+func storeRestarts(t *testing.T, f *Fleet, leader *Replica, store string, down time.Duration, kill, restart func(),
+	note func(downFor time.Duration, kept string, rec time.Duration) string) (recs []time.Duration, notes []string) {
+	t.Helper()
+	for _, down := range []time.Duration{0, down} {
+		oldEpoch := leader.Epoch()
+		before := f.LeadershipChanges()
+		marks := f.Marks()
+		WaitPhase(500 * time.Millisecond)
+		kill()
+		killedAt := time.Now()
+		time.Sleep(down) // the outage itself
+		restart()
+		restartAt := time.Now()
+		var took string
+		if down > 0 {
+			_, line, ok := f.AwaitBecameLeader(2*ttl+slack, marks, nil, oldEpoch)
+			if !ok {
+				t.Fatalf("no replica became leader within %s of the %s restart", 2*ttl+slack, store)
+			}
+			if e := line.Int("epoch"); e <= oldEpoch {
+				t.Errorf("new epoch %d after the %s restart, want > %d (the epoch counter must survive)", e, store, oldEpoch)
+			}
+			took = fmt.Sprintf("epoch %d -> %d, \"became leader\" %s after the restart", oldEpoch, line.Int("epoch"), fmtDur(line.Time.Sub(restartAt)))
+		}
+		rec := awaitRecovery(t, f, restartAt, 2*ttl+slack)
+		recs = append(recs, rec)
+		leader = f.WaitLeader(2 * ttl)
+		Settle(2 * time.Second)
+		kept := "leadership kept"
+		if n := f.LeadershipChanges() - before; n != 0 {
+			kept = fmt.Sprintf("%v leadership change(s)", n)
+		}
+		if took != "" {
+			kept += ", " + took
+		}
+		n := note(restartAt.Sub(killedAt), kept, rec)
+		t.Log(n)
+		notes = append(notes, n)
+	}
+	return recs, notes
 }
