@@ -29,31 +29,7 @@ func BenchmarkClaim(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer be.Close()
-			g, err := be.Acquire(ctx, "bench", time.Hour)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ticks := make([]onetick.Tick, n)
-			for i := range ticks {
-				ticks[i] = onetick.Tick{Job: fmt.Sprintf("job-%05d", i), Stream: fmt.Sprintf("s:%d", i%16),
-					Payload: `{"task":"bench"}`, Retention: 3 * time.Second, MaxLen: 1000}
-			}
-			base := onetick.SlotOf(time.Now().Add(-24 * time.Hour))
-			b.ResetTimer()
-			start := time.Now()
-			for it := 0; it < b.N; it++ {
-				for i := range ticks {
-					ticks[i].Slot = base + onetick.Slot(it)
-				}
-				res, err := be.Claim(ctx, g.Lease, ticks)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if res.Outcomes[0] != onetick.Claimed {
-					b.Fatalf("outcome %v", res.Outcomes[0])
-				}
-			}
-			b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "ticks/s")
+			benchClaims(b, be, "", n)
 		})
 	}
 }
@@ -81,31 +57,38 @@ func BenchmarkClaimCluster(b *testing.B) {
 			defer c.Close()
 			prefix := redis.HashTagged("onetick")
 			be := redis.New(c, redis.Options{Prefix: prefix})
-			g, err := be.Acquire(ctx, "bench", time.Hour)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ticks := make([]onetick.Tick, n)
-			for i := range ticks {
-				ticks[i] = onetick.Tick{Job: fmt.Sprintf("job-%05d", i), Stream: fmt.Sprintf("%s:s:%d", prefix, i%16),
-					Payload: `{"task":"bench"}`, Retention: 3 * time.Second, MaxLen: 1000}
-			}
-			base := onetick.SlotOf(time.Now().Add(-24 * time.Hour))
-			b.ResetTimer()
-			start := time.Now()
-			for it := 0; it < b.N; it++ {
-				for i := range ticks {
-					ticks[i].Slot = base + onetick.Slot(it)
-				}
-				res, err := be.Claim(ctx, g.Lease, ticks)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if res.Outcomes[0] != onetick.Claimed {
-					b.Fatalf("outcome %v", res.Outcomes[0])
-				}
-			}
-			b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "ticks/s")
+			benchClaims(b, be, prefix+":", n)
 		})
 	}
+}
+
+// benchClaims claims batches of n ticks (jobs spread over 16 streams named
+// streamPrefix+"s:<i>"), each iteration the next slot, and reports ticks/s.
+func benchClaims(b *testing.B, be *redis.Backend, streamPrefix string, n int) {
+	ctx := context.Background()
+	g, err := be.Acquire(ctx, "bench", time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ticks := make([]onetick.Tick, n)
+	for i := range ticks {
+		ticks[i] = onetick.Tick{Job: fmt.Sprintf("job-%05d", i), Stream: fmt.Sprintf("%ss:%d", streamPrefix, i%16),
+			Payload: `{"task":"bench"}`, Retention: 3 * time.Second, MaxLen: 1000}
+	}
+	base := onetick.SlotOf(time.Now().Add(-24 * time.Hour))
+	b.ResetTimer()
+	start := time.Now()
+	for it := 0; it < b.N; it++ {
+		for i := range ticks {
+			ticks[i].Slot = base + onetick.Slot(it)
+		}
+		res, err := be.Claim(ctx, g.Lease, ticks)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Outcomes[0] != onetick.Claimed {
+			b.Fatalf("outcome %v", res.Outcomes[0])
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "ticks/s")
 }
