@@ -6,11 +6,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,53 +62,11 @@ func (a pgAdmin) dropSchemas(ctx context.Context) {
 	}
 }
 
-// pgGated is gatedBackend on PostgreSQL: while the gate is paused every
-// store call blocks; a claim held back is then sent anyway (as if it had
-// left the process just before the stall), so the store's fence decides.
-type pgGated struct {
-	*otpostgres.Backend
-	g                                     *gate
-	heldClaims, fencedClaims, fencedTicks atomic.Int64
-}
-
-func (b *pgGated) Acquire(ctx context.Context, holder string, ttl time.Duration) (onetick.Grant, error) {
-	b.g.wait()
-	return b.Backend.Acquire(ctx, holder, ttl)
-}
-
-func (b *pgGated) Renew(ctx context.Context, l onetick.Lease, ttl time.Duration) (onetick.Grant, error) {
-	b.g.wait()
-	return b.Backend.Renew(ctx, l, ttl)
-}
-
-func (b *pgGated) Release(ctx context.Context, l onetick.Lease) error {
-	b.g.wait()
-	return b.Backend.Release(ctx, l)
-}
-
-func (b *pgGated) LastFired(ctx context.Context, jobs []string) (map[string]onetick.Slot, error) {
-	b.g.wait()
-	return b.Backend.LastFired(ctx, jobs)
-}
-
-func (b *pgGated) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Tick) (onetick.ClaimResult, error) {
-	if b.g.wait() {
-		b.heldClaims.Add(1)
-		res, err := b.Backend.Claim(context.WithoutCancel(ctx), l, ticks)
-		if errors.Is(err, onetick.ErrFenced) {
-			b.fencedClaims.Add(1)
-			b.fencedTicks.Add(int64(len(ticks)))
-		}
-		return res, err
-	}
-	return b.Backend.Claim(ctx, l, ticks)
-}
-
 // otPGInst is one onetick replica on PostgreSQL, as a goroutine with its
 // own connection pool (and LISTEN connection), as a process would have.
 type otPGInst struct {
 	g      *gate
-	be     *pgGated
+	be     *gatedBackend
 	s      *onetick.Scheduler
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -141,7 +97,7 @@ func startOnetickPG(schema string, id int, jobs []onetick.Job, lease onetick.Lea
 	if err != nil {
 		return nil, err
 	}
-	be := &pgGated{Backend: pg, g: &gate{}}
+	be := &gatedBackend{Backend: pg, g: &gate{}} // the same gate as on Redis
 	inst := &otPGInst{g: be.g, be: be, done: make(chan struct{})}
 	if logs == nil {
 		logs = &logCounter{}

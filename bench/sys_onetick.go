@@ -21,13 +21,13 @@ import (
 
 const otPrefix = "bench"
 
-// gatedBackend wraps the Redis backend: while its gate is paused every
+// gatedBackend wraps a backend (Redis or PostgreSQL): while its gate is paused every
 // store call of the replica blocks (the replica is "stopped"); a claim that
 // was held back is then sent anyway, as if it had left the process just
 // before the stall, so the store's fence decides. With noRelease set,
 // Release does nothing (a crash: the lease is left to expire).
 type gatedBackend struct {
-	*otredis.Backend
+	onetick.Backend
 	g         *gate
 	noRelease atomic.Bool
 	// claims held back by a pause, and how many of them the store fenced
