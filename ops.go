@@ -8,9 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ErrUnknownJob is returned by Ops for a job name not in its set.
@@ -135,6 +138,47 @@ func withJobDefaults(j Job, ttl time.Duration) Job {
 	return j
 }
 
+// Limits on what an operator's request may carry; every control is kept
+// in the store and shown by status, so none may be unbounded.
+const (
+	MaxWho     = 200      // bytes of Actor.Who
+	MaxReason  = 1000     // bytes of Actor.Reason
+	MaxPayload = 64 << 10 // bytes of a trigger's payload
+)
+
+// validActor checks who and why: bounded, UTF-8, no control characters
+// (they would forge lines and terminal output wherever they are shown).
+func validActor(op string, a Actor) error {
+	for _, f := range [...]struct {
+		name, v string
+		max     int
+	}{{"who", a.Who, MaxWho}, {"reason", a.Reason, MaxReason}} {
+		switch {
+		case len(f.v) > f.max:
+			return inputErr("%s: %s is %d bytes, at most %d", op, f.name, len(f.v), f.max)
+		case !utf8.ValidString(f.v):
+			return inputErr("%s: %s is not UTF-8", op, f.name)
+		case strings.IndexFunc(f.v, unicode.IsControl) >= 0:
+			return inputErr("%s: %s must not contain control characters (newlines, escapes)", op, f.name)
+		}
+	}
+	return nil
+}
+
+// Excerpt quotes s for an error message: at most 64 bytes of it, control
+// characters escaped, with the length when it was cut.
+func Excerpt(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return strconv.Quote(s)
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:cut]), len(s))
+}
+
 // Pause pauses job (a reason is required).
 func (o *Ops) Pause(ctx context.Context, job string, a Actor) (JobControl, error) {
 	if _, err := o.job(ctx, job); err != nil {
@@ -143,12 +187,18 @@ func (o *Ops) Pause(ctx context.Context, job string, a Actor) (JobControl, error
 	if strings.TrimSpace(a.Reason) == "" {
 		return JobControl{}, inputErr("pause: a reason is required (it is recorded with the pause)")
 	}
+	if err := validActor("pause", a); err != nil {
+		return JobControl{}, err
+	}
 	return o.Backend.Pause(ctx, job, a)
 }
 
 // Resume resumes job; resuming a job that is not paused changes nothing.
 func (o *Ops) Resume(ctx context.Context, job string, a Actor) (JobControl, error) {
 	if _, err := o.job(ctx, job); err != nil {
+		return JobControl{}, err
+	}
+	if err := validActor("resume", a); err != nil {
 		return JobControl{}, err
 	}
 	return o.Backend.Resume(ctx, job, a)
@@ -167,22 +217,14 @@ type TriggerResult struct {
 }
 
 // NewTriggerKey returns a random idempotency key, for requests that bring
-// none.
+// none: 24 hexadecimal digits, the first a letter (a key is never a
+// number).
 func NewTriggerKey() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// validKey: an idempotency key is part of a tick id.
-func validKey(k string) error {
-	if k == "" || len(k) > 200 {
-		return errors.New("must be 1 to 200 bytes")
-	}
-	if strings.IndexFunc(k, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
-		return errors.New("must not contain spaces or control characters")
-	}
-	return nil
+	k := []byte(hex.EncodeToString(b[:]))
+	k[0] = "abcdef"[k[0]%6]
+	return string(k)
 }
 
 // Trigger enqueues one tick of job now, with payload (the job's own when
@@ -195,8 +237,14 @@ func (o *Ops) Trigger(ctx context.Context, job, key, payload string, a Actor) (T
 	if key == "" {
 		key = NewTriggerKey()
 	}
-	if err := validKey(key); err != nil {
-		return TriggerResult{}, inputErr("trigger: idempotency key %q %v", key, err)
+	if err := ValidTriggerKey(key); err != nil {
+		return TriggerResult{}, inputErr("trigger: idempotency key %s %v", Excerpt(key), err)
+	}
+	if err := validActor("trigger", a); err != nil {
+		return TriggerResult{}, err
+	}
+	if len(payload) > MaxPayload {
+		return TriggerResult{}, inputErr("trigger: payload is %d bytes, at most %d", len(payload), MaxPayload)
 	}
 	if payload == "" {
 		payload = j.Payload
@@ -270,6 +318,9 @@ type BackfillResult struct {
 func (o *Ops) Backfill(ctx context.Context, job string, from, to time.Time, max int, dryRun bool, a Actor) (BackfillResult, error) {
 	slots, err := o.BackfillSlots(ctx, job, from, to, max)
 	if err != nil {
+		return BackfillResult{}, err
+	}
+	if err := validActor("backfill", a); err != nil {
 		return BackfillResult{}, err
 	}
 	r := BackfillResult{Slots: slots, DryRun: dryRun, Outcomes: []string{}}

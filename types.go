@@ -1,10 +1,13 @@
 package onetick
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Slot is a scheduled instant: Unix milliseconds, UTC. Every replica derives
@@ -22,8 +25,82 @@ func (s Slot) Time() time.Time { return time.UnixMilli(int64(s)).UTC() }
 func (s Slot) String() string { return s.Time().Format("2006-01-02T15:04:05.000Z07:00") }
 
 // TickID is the identity of the tick of job at slot: "job:unixmillis".
+//
+// Tick identities never collide, whatever the job names (which may
+// contain ':'): a scheduled or backfilled tick's identity ends in ':' and
+// a decimal slot, a trigger's ends in ":trigger:" and its key, and a key
+// contains no ':' and is not a decimal number (ValidTriggerKey), so
+// reading an identity from its end gives back the job and the slot or key
+// (ParseTickID).
 func TickID(job string, slot Slot) string {
 	return job + ":" + strconv.FormatInt(int64(slot), 10)
+}
+
+// TickRef is a tick identity read back: the job and either the slot
+// (Key empty) or a trigger's idempotency key.
+type TickRef struct {
+	Job  string
+	Slot Slot
+	Key  string
+}
+
+// ParseTickID reads a tick identity made by TickID or TriggerID.
+func ParseTickID(id string) (TickRef, error) {
+	i := strings.LastIndexByte(id, ':')
+	if i <= 0 {
+		return TickRef{}, fmt.Errorf("onetick: malformed tick id %q", id)
+	}
+	job, last := id[:i], id[i+1:]
+	if isDecimal(last) {
+		s, err := strconv.ParseInt(last, 10, 64)
+		if err != nil || strconv.FormatInt(s, 10) != last {
+			return TickRef{}, fmt.Errorf("onetick: malformed slot in tick id %q", id)
+		}
+		return TickRef{Job: job, Slot: Slot(s)}, nil
+	}
+	job, ok := strings.CutSuffix(job, ":trigger")
+	if !ok || job == "" || ValidTriggerKey(last) != nil {
+		return TickRef{}, fmt.Errorf("onetick: malformed tick id %q", id)
+	}
+	return TickRef{Job: job, Key: last}, nil
+}
+
+// isDecimal reports whether s has the form of a decimal integer (an
+// optional '-' and digits): the form of a slot.
+func isDecimal(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// MaxTriggerKey is the longest idempotency key, in bytes.
+const MaxTriggerKey = 200
+
+// ValidTriggerKey checks a trigger's idempotency key, which is part of a
+// tick identity: 1 to 200 bytes, no spaces, control characters or ':',
+// and not a decimal number (that is a slot's form: "job:trigger:123"
+// would be the identity of slot 123 of a job named "job:trigger").
+func ValidTriggerKey(k string) error {
+	switch {
+	case k == "" || len(k) > MaxTriggerKey:
+		return fmt.Errorf("must be 1 to %d bytes", MaxTriggerKey)
+	case strings.IndexFunc(k, func(r rune) bool { return r <= ' ' || r == 0x7f || unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+		return errors.New("must not contain spaces or control characters")
+	case strings.IndexByte(k, ':') >= 0:
+		return errors.New("must not contain ':' (it is part of the tick id)")
+	case isDecimal(k):
+		return errors.New("must not be a number (a number is a slot's form in a tick id); add a letter")
+	case !utf8.ValidString(k):
+		return errors.New("must be UTF-8")
+	}
+	return nil
 }
 
 // Epoch is the fencing token of a leadership term. Every successful
@@ -127,7 +204,8 @@ type Tick struct {
 	OutOfOrder bool
 	// Key is a trigger's idempotency key: its identity is
 	// "job:trigger:key", whatever its slot, so it cannot be confused with a
-	// scheduled slot and a retried trigger request is recognised.
+	// scheduled slot and a retried trigger request is recognised (a key is
+	// never a number and has no ':': see TickID).
 	Key string
 }
 
