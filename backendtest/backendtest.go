@@ -650,6 +650,26 @@ func checkContiguous(t *testing.T, recs []onetick.TickRecord, job string, step o
 	return slots
 }
 
+// checkAscending asserts the entries of job are distinct and ascending
+// (gaps allowed) and returns their slots.
+func checkAscending(t *testing.T, recs []onetick.TickRecord, job string) []onetick.Slot {
+	t.Helper()
+	var slots []onetick.Slot
+	for _, r := range recs {
+		if r.Job != job {
+			continue
+		}
+		if n := len(slots); n > 0 && r.Slot <= slots[n-1] {
+			t.Fatalf("slot %s of %s follows %s: want each slot once, ascending", r.Slot, job, slots[n-1])
+		}
+		slots = append(slots, r.Slot)
+	}
+	if len(slots) == 0 {
+		t.Fatalf("no slot of %s fired", job)
+	}
+	return slots
+}
+
 // lateRun seeds a slot of job back in the past as its last fired one
 // (none when back is 0), runs one scheduler with job (every 100ms) until it
 // fired a slot after it started, and returns the seeded slot, the start,
@@ -698,10 +718,13 @@ func testSchedulerSkipsBeyondGrace(t *testing.T, h Harness, b onetick.Backend) {
 	if first < start-1000-step {
 		t.Fatalf("fired slot %s, more than the 1s grace before the leader started (%s)", first, start)
 	}
-	checkContiguous(t, recs[1:], "miss", step)
+	// Every slot from the seeded one to the last fired is fired once or
+	// counted as missed: the gap before the first, and any other a loaded
+	// machine causes (a lost 1 s lease, a new term beyond the grace).
+	slots := checkAscending(t, recs[1:], "miss")
 	missed := testutil.ToFloat64(s.Metrics().JobMissedTicks.WithLabelValues("miss", "missed"))
-	if want := float64((first-s0)/step - 1); missed != want {
-		t.Fatalf("missed counter %v, want %v (every slot between %s and %s)", missed, want, s0, first)
+	if want := float64((slots[len(slots)-1]-s0)/step - onetick.Slot(len(slots))); missed != want || missed < float64((first-s0)/step-1) {
+		t.Fatalf("missed counter %v, want %v (every slot between %s and %s not fired)", missed, want, s0, slots[len(slots)-1])
 	}
 	// The alerts read the fleet total of the jobs that prefer missed.
 	if total := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("missed")); total != missed {
@@ -711,27 +734,26 @@ func testSchedulerSkipsBeyondGrace(t *testing.T, h Harness, b onetick.Backend) {
 
 func testSchedulerMaxCatchup(t *testing.T, h Harness, b onetick.Backend) {
 	const step = 100
-	s0, _, recs, s := lateRun(t, h, b, onetick.Job{Name: "cap", Prefer: onetick.PreferDuplicate,
+	s0, start, recs, s := lateRun(t, h, b, onetick.Job{Name: "cap", Prefer: onetick.PreferDuplicate,
 		MaxCatchup: 5, Stream: sk("mc")}, 3*time.Second)
-	slots := checkContiguous(t, recs[1:], "cap", step)
+	// The first wake-up fires at most max_catchup slots: the oldest it
+	// fires is at most 5 steps before the leader started; the older ones
+	// are skipped and counted. A loaded machine may wake the leader late
+	// again later (another batch, capped alike), so the count is checked
+	// against every slot not fired, not against the first gap alone.
+	slots := checkAscending(t, recs[1:], "cap")
+	if slots[0] < start-5*step {
+		t.Fatalf("the first wake-up fired %s, more than max_catchup (5) slots before the leader started at %s", slots[0], start)
+	}
 	missed := testutil.ToFloat64(s.Metrics().JobMissedTicks.WithLabelValues("cap", "duplicate"))
-	if want := float64((slots[0]-s0)/step - 1); missed != want || missed < 20 {
-		t.Fatalf("missed counter %v, want %v (>= 20) beyond max_catchup", missed, want)
+	if want := float64((slots[len(slots)-1]-s0)/step - onetick.Slot(len(slots))); missed != want || missed < 20 {
+		t.Fatalf("missed counter %v, want %v (>= 20): every slot not fired beyond max_catchup", missed, want)
 	}
 	if total := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("duplicate")); total != missed {
 		t.Fatalf("fleet total of missed slots (prefer duplicate) %v, want the one job's %v", total, missed)
 	}
 	if total := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("missed")); total != 0 {
 		t.Fatalf("fleet total of missed slots (prefer missed) %v, want 0: the job prefers duplicate", total)
-	}
-	// At most max_catchup-1 catch-up ticks per term: on a loaded machine the
-	// leader can lose its lease and catch up again in its next term.
-	terms := testutil.ToFloat64(s.Metrics().LeadershipChanges)
-	if terms < 1 {
-		terms = 1
-	}
-	if cu := testutil.ToFloat64(s.Metrics().JobCatchupTicks.WithLabelValues("cap")); cu > 4*terms {
-		t.Fatalf("catch-up counter %v, want at most 4 per term with max_catchup 5 (%v terms)", cu, terms)
 	}
 }
 
@@ -755,14 +777,18 @@ func testThreeReplicas(t *testing.T, h Harness, b onetick.Backend) {
 	}
 	became := make(chan event, 64)
 	rec := newRecorder()
+	// A handover on release must come well before the lease could have
+	// expired: a TTL of 4 s tells "woken by the release" from "waited for
+	// the expiry" with 2 s of room for a loaded machine.
+	lease := onetick.LeaseConfig{TTL: 4 * time.Second, Renew: time.Second}
 	runners := map[string]*runner{}
 	var leaders atomic.Int32
 	var maxLeaders atomic.Int32
 	var mu sync.Mutex
 	start := func(name string) {
 		var r *runner
-		r = startScheduler(t, onetick.Config{Backend: b, Replica: name, Lease: fastLease, Sink: rec,
-			Jobs: []onetick.Job{{Name: "hb", Schedule: every(t, "@every 50ms"), Prefer: onetick.PreferDuplicate, Stream: sk("three")}},
+		r = startScheduler(t, onetick.Config{Backend: b, Replica: name, Lease: lease, Sink: rec,
+			Jobs: []onetick.Job{{Name: "hb", Schedule: every(t, "@every 50ms"), Prefer: onetick.PreferDuplicate, Stream: sk("three"), MaxCatchup: 10000}},
 			OnNewLeader: func(l onetick.Lease) {
 				if l.Holder == name {
 					became <- event{name, l, time.Now()}
@@ -817,8 +843,8 @@ func testThreeReplicas(t *testing.T, h Harness, b onetick.Backend) {
 		r.stop()
 		start(fmt.Sprintf("%s-%d", cur.replica, round))
 		next := <-became
-		if d := next.at.Sub(t0); d > time.Second {
-			t.Errorf("round %d: handover from %s to %s took %s, want under 1s", round, cur.replica, next.replica, d)
+		if d := next.at.Sub(t0); d > lease.TTL/2 {
+			t.Errorf("round %d: handover from %s to %s took %s, want well under the %s TTL (woken by the release)", round, cur.replica, next.replica, d, lease.TTL)
 		} else {
 			t.Logf("round %d: handover from %s to %s in %s", round, cur.replica, next.replica, d)
 		}
