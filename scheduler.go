@@ -60,6 +60,10 @@ type Job struct {
 	// Since, when set, is when the job was defined (jobs defined at run
 	// time): it never fires a slot at or before it.
 	Since time.Time
+	// Version names the job's definition (jobs defined at run time): it
+	// travels with each of its ticks (the stream entry's "version"), so
+	// a worker runs a tick with the definition it was claimed under.
+	Version string
 }
 
 // Config configures a Scheduler.
@@ -586,7 +590,7 @@ func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger, ticks []Tick) 
 	j.planTop = slots[len(slots)-1]
 	for _, sl := range slots {
 		ticks = append(ticks, Tick{Job: j.Name, Slot: sl, Stream: j.Stream, Payload: j.Payload,
-			Retention: j.retention, MaxLen: j.MaxLen})
+			Retention: j.retention, MaxLen: j.MaxLen, Version: j.Version})
 	}
 	return ticks
 }

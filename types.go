@@ -207,6 +207,9 @@ type Tick struct {
 	// scheduled slot and a retried trigger request is recognised (a key is
 	// never a number and has no ':': see TickID).
 	Key string
+	// Version is the job's definition version (Job.Version), written
+	// into the stream entry as "version" when not empty.
+	Version string
 }
 
 // ID is the tick's identity.
@@ -288,4 +291,7 @@ type TickRecord struct {
 	// Kind is "trigger" or "backfill" for a manual tick, empty for a
 	// scheduled slot.
 	Kind string `json:"kind,omitempty"`
+	// Version is the job's definition version, for jobs defined at run
+	// time (Job.Version); empty otherwise.
+	Version string `json:"version,omitempty"`
 }

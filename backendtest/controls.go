@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ var controlTests = []struct {
 	{"Backfill", testBackfill},
 	{"ControlLog", testControlLog},
 	{"PausedStateDamaged", testPausedStateDamaged},
+	{"TickVersion", testTickVersion},
 }
 
 var alice = onetick.Actor{Who: "alice", Reason: "incident 42"}
@@ -285,5 +287,33 @@ func testPausedStateDamaged(t *testing.T, h Harness, b onetick.Backend) {
 	h.Fix(t, b, Damage{Kind: PausedWrongType})
 	if o := mustClaim(t, b, l, tick("q", s+1000, sk("pd"))); o[0] != onetick.Claimed {
 		t.Fatalf("after the fix: %v", o)
+	}
+}
+
+// testTickVersion: a job's definition version travels with its ticks,
+// claimed, triggered or backfilled, as the entry's version; a tick
+// without one has none.
+func testTickVersion(t *testing.T, h Harness, b onetick.Backend) {
+	ctx := ctxT(t)
+	base := pastSlot(time.Hour, time.Minute)
+	l := mustAcquire(t, b, "a", 30*time.Second)
+	v1, plain := tick("j", base, sk("ver")), tick("k", base, sk("ver"))
+	v1.Version = "v1"
+	mustClaim(t, b, l, v1, plain)
+	tr := onetick.Tick{Job: "j", Key: "req-v", Stream: sk("ver"), Payload: "{}", Retention: time.Hour, OutOfOrder: true, Version: "v2"}
+	if res, err := b.Enqueue(ctx, []onetick.Tick{tr}, alice); err != nil || res.Outcomes[0] != onetick.Claimed {
+		t.Fatalf("trigger: %+v, %v", res, err)
+	}
+	bf := onetick.Tick{Job: "j", Slot: base - 60000, Stream: sk("ver"), Payload: "{}", Retention: time.Hour, OutOfOrder: true, Version: "v3"}
+	if res, err := b.Enqueue(ctx, []onetick.Tick{bf}, alice); err != nil || res.Outcomes[0] != onetick.Claimed {
+		t.Fatalf("backfill: %+v, %v", res, err)
+	}
+	got := map[string]string{}
+	for _, r := range h.Stream(t, b, sk("ver")) {
+		got[r.Tick] = r.Version
+	}
+	want := map[string]string{v1.ID(): "v1", plain.ID(): "", tr.ID(): "v2", bf.ID(): "v3"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("versions by tick %v, want %v", got, want)
 	}
 }

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -256,5 +258,16 @@ func (d *Defs) Job(def []byte) (onetick.Job, Job, error) {
 	if err != nil {
 		return onetick.Job{}, j, err
 	}
+	if j.Run != nil {
+		jobs[0].Version = DefVersion(def)
+	}
 	return jobs[0], j, nil
+}
+
+// DefVersion names a stored definition: the first 16 hexadecimal digits
+// of its SHA-256. Jobs with a run block carry it in every tick, so that a
+// worker runs each tick with the definition it was claimed under.
+func DefVersion(def []byte) string {
+	sum := sha256.Sum256(def)
+	return hex.EncodeToString(sum[:8])
 }

@@ -358,7 +358,7 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 func (b *Backend) appendLocked(now time.Time, t onetick.Tick, id string, r onetick.TickRecord) {
 	b.seq++
 	r.ID = strconv.FormatInt(now.UnixMilli(), 10) + "-" + strconv.FormatInt(b.seq, 10)
-	r.Job, r.Slot, r.Tick, r.Payload = t.Job, t.Slot, id, t.Payload
+	r.Job, r.Slot, r.Tick, r.Payload, r.Version = t.Job, t.Slot, id, t.Payload, t.Version
 	s := append(b.streams[t.Stream], r)
 	if t.MaxLen > 0 && int64(len(s)) > t.MaxLen {
 		s = append([]onetick.TickRecord(nil), s[int64(len(s))-t.MaxLen:]...)

@@ -211,6 +211,7 @@ func (b *Backend) writeTicks(ctx context.Context, tx pgx.Tx, plan []wtick, holde
 	n := len(plan)
 	var (
 		ids, jobsA, streams, payloads, kinds = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		versions                             = make([]string, n)
 		slots, keeps                         = make([]int64, n), make([]int64, n)
 		paused, ooo                          = make([]bool, n), make([]bool, n)
 		idx                                  = make([]int32, n)
@@ -219,7 +220,7 @@ func (b *Backend) writeTicks(ctx context.Context, tx pgx.Tx, plan []wtick, holde
 	var trimOrder []string
 	appends := false
 	for i, w := range plan {
-		ids[i], jobsA[i], streams[i], payloads[i], kinds[i] = w.id, w.t.Job, w.t.Stream, w.t.Payload, w.kind
+		ids[i], jobsA[i], streams[i], payloads[i], kinds[i], versions[i] = w.id, w.t.Job, w.t.Stream, w.t.Payload, w.kind, w.t.Version
 		slots[i], keeps[i], paused[i], ooo[i], idx[i] = w.slot, w.keep, w.paused, w.ooo, int32(i)
 		if !w.paused {
 			appends = true
@@ -239,22 +240,22 @@ func (b *Backend) writeTicks(ctx context.Context, tx pgx.Tx, plan []wtick, holde
 	}
 	batch.Queue(b.q(`WITH t AS (
 			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::boolean[], $6::boolean[],
-				$7::text[], $8::text[], $9::text[], $10::int[])
-				AS t(tick, job, slot, keep_until, paused, ooo, stream, payload, kind, idx)),
+				$7::text[], $8::text[], $9::text[], $10::int[], $15::text[])
+				AS t(tick, job, slot, keep_until, paused, ooo, stream, payload, kind, idx, version)),
 		r AS (INSERT INTO {s}.ticks AS k (tick, job, slot, holder, epoch, paused, keep_until)
 			SELECT tick, job, slot, $11, $12, paused, keep_until FROM t
 			ON CONFLICT (tick) DO UPDATE SET job = excluded.job, slot = excluded.slot, holder = excluded.holder,
 				epoch = excluded.epoch, paused = excluded.paused, keep_until = excluded.keep_until
 			WHERE k.keep_until <= $13
 			RETURNING tick),
-		e AS (INSERT INTO {s}.entries (stream, ms, job, slot, tick, epoch, replica, payload, kind)
-			SELECT t.stream, $13, t.job, t.slot, t.tick, $12, $14, t.payload, t.kind FROM t JOIN r USING (tick)
+		e AS (INSERT INTO {s}.entries (stream, ms, job, slot, tick, epoch, replica, payload, kind, version)
+			SELECT t.stream, $13, t.job, t.slot, t.tick, $12, $14, t.payload, t.kind, t.version FROM t JOIN r USING (tick)
 			WHERE NOT t.paused ORDER BY t.idx),
 		lf AS (INSERT INTO {s}.last_fired AS f (job, slot)
 			SELECT t.job, max(t.slot) FROM t JOIN r USING (tick) WHERE NOT t.ooo GROUP BY t.job
 			ON CONFLICT (job) DO UPDATE SET slot = greatest(f.slot, excluded.slot))
 		SELECT tick FROM r`),
-		ids, jobsA, slots, keeps, paused, ooo, streams, payloads, kinds, idx, holder, epoch, now, replica).
+		ids, jobsA, slots, keeps, paused, ooo, streams, payloads, kinds, idx, holder, epoch, now, replica, versions).
 		Query(func(rows pgx.Rows) error {
 			var id string
 			_, err := pgx.ForEachRow(rows, []any{&id}, func() error { out[id] = true; return nil })

@@ -215,7 +215,7 @@ func (b *Backend) ReadStream(ctx context.Context, stream string, count int64) ([
 	if count > 0 {
 		limit = strconv.FormatInt(count, 10)
 	}
-	rows, err := b.pool.Query(ctx, b.q(`SELECT id, ms, job, slot, tick, epoch, replica, payload, kind
+	rows, err := b.pool.Query(ctx, b.q(`SELECT id, ms, job, slot, tick, epoch, replica, payload, kind, version
 		FROM {s}.entries WHERE stream = $1 ORDER BY id LIMIT `+limit), stream)
 	if err != nil {
 		return nil, err
@@ -223,7 +223,7 @@ func (b *Backend) ReadStream(ctx context.Context, stream string, count int64) ([
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (onetick.TickRecord, error) {
 		var id, ms, slot, epoch int64
 		var t onetick.TickRecord
-		err := r.Scan(&id, &ms, &t.Job, &slot, &t.Tick, &epoch, &t.Replica, &t.Payload, &t.Kind)
+		err := r.Scan(&id, &ms, &t.Job, &slot, &t.Tick, &epoch, &t.Replica, &t.Payload, &t.Kind, &t.Version)
 		t.ID, t.Slot, t.Epoch = entryID(ms, id), onetick.Slot(slot), onetick.Epoch(epoch)
 		return t, err
 	})

@@ -169,7 +169,7 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 	keys := []string{b.log, b.epoch}
 	var p packer
 	p.b = make([]byte, 0, 128*len(ticks))
-	p.array(6 * len(ticks))
+	p.array(7 * len(ticks))
 	for _, t := range ticks {
 		kind := onetick.KindBackfill
 		if t.Key != "" {
@@ -189,6 +189,7 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 		p.uint(uint64(max(t.Retention.Milliseconds(), 1)))
 		p.int(t.MaxLen)
 		p.str(kind)
+		p.str(t.Version)
 	}
 	detail := ""
 	if action == onetick.KindTrigger {

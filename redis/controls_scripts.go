@@ -116,8 +116,9 @@ return {1, fmt_iv(iv), now, v}
 // KEYS: control log, epoch, then per tick its record key (a trigger's own
 // key, or the tick-record bucket of a backfilled slot) and its stream.
 // ARGV: who, reason, tolerance ms, action, job, detail, and the ticks as
-// MessagePack: 6 values per tick: tick id, slot (ignored for a trigger:
-// the store's now), payload, retention ms, maxlen (decimal string), kind.
+// MessagePack: 7 values per tick: tick id, slot (ignored for a trigger:
+// the store's now), payload, retention ms, maxlen (decimal string), kind,
+// definition version ("" for none).
 //
 // As in the claim, everything that can fail is read first (records,
 // through pcall), appends go through pcall and a tick's record is written
@@ -141,11 +142,11 @@ local function damage(key, reason, kind)
   ndmg = ndmg + 5
   return ndmg / 5
 end
-local nt = #d / 6
+local nt = #d / 7
 local state = {}   -- per tick: false (to append), or an outcome
 local bad = {}     -- per tick: damage number
 for i = 1, nt do
-  local k = i * 6 - 5
+  local k = i * 7 - 6
   local rkey = KEYS[1 + 2 * i]
   local kind = d[k + 5]
   local slot = d[k + 1]
@@ -170,7 +171,7 @@ local out, brk, nb, n = {}, {}, 0, 0
 local wrote = false
 local token = 'manual|' .. who
 for i = 1, nt do
-  local k = i * 6 - 5
+  local k = i * 7 - 6
   local res = state[i]
   local stream = KEYS[2 + 2 * i]
   if res == false then
@@ -178,6 +179,7 @@ for i = 1, nt do
     if d[k + 4] ~= '0' then args = {'XADD', stream, 'MAXLEN', '~', d[k + 4]} end
     local fields = {'*', 'job', job, 'slot', d[k + 1], 'tick', d[k], 'epoch', epoch, 'replica', token,
       'payload', d[k + 2], 'kind', d[k + 5]}
+    if d[k + 6] ~= '' then fields[#fields + 1], fields[#fields + 2] = 'version', d[k + 6] end
     for _, f in ipairs(fields) do args[#args + 1] = f end
     local ok, err = try(unpack(args))
     if err then

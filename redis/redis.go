@@ -337,7 +337,7 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 	// Even an empty claim runs the script: it is fenced like any other.
 	var p packer
 	p.b = make([]byte, 0, 128*len(ticks))
-	p.array(8 * len(ticks))
+	p.array(9 * len(ticks))
 	for _, t := range ticks {
 		p.str(t.Job)
 		p.uint(uint64(max(t.Slot, 0)))
@@ -347,6 +347,7 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 		p.int(t.MaxLen)
 		p.str(t.Stream)
 		p.bool(t.OutOfOrder)
+		p.str(t.Version)
 	}
 	cmd, rerr := b.write(ctx, claimScript, b.claimKeys(ticks),
 		l.Token(), b.opts.ClockTolerance.Milliseconds(), int64(l.Epoch), l.Holder, b.opts.Prefix+":ticks:", p.b)
@@ -527,5 +528,6 @@ func recordOf(m goredis.XMessage) onetick.TickRecord {
 	slot, _ := strconv.ParseInt(str("slot"), 10, 64)
 	epoch, _ := strconv.ParseInt(str("epoch"), 10, 64)
 	return onetick.TickRecord{ID: m.ID, Job: str("job"), Slot: onetick.Slot(slot), Tick: str("tick"),
-		Epoch: onetick.Epoch(epoch), Replica: str("replica"), Payload: str("payload"), Kind: str("kind")}
+		Epoch: onetick.Epoch(epoch), Replica: str("replica"), Payload: str("payload"), Kind: str("kind"),
+		Version: str("version")}
 }

@@ -178,8 +178,9 @@ return {v, redis.call('PTTL', KEYS[1])}
 // KEYS: leader, last-fired hash, terms, pause intervals. ARGV: token,
 // tolerance ms, epoch,
 // holder, tick-record key prefix, and the batch as MessagePack: an array of
-// 8 values per tick: job, slot (integer), tick id, payload, retention ms
-// (integer), maxlen (decimal string), stream, out-of-order (bool). Lua
+// 9 values per tick: job, slot (integer), tick id, payload, retention ms
+// (integer), maxlen (decimal string), stream, out-of-order (bool), the
+// job's definition version ("" for none: no "version" field). Lua
 // passes integer-valued numbers to Redis commands in full ("%.17g"), so
 // slots reach XADD and HSET as exact decimal strings. (Tick-record keys and
 // streams are not declared in KEYS, which single-server Redis allows; it is
@@ -310,7 +311,7 @@ local function readRecords(bk)
   end
   bk.nf = 0
 end
-for i = 1, #d, 8 do
+for i = 1, #d, 9 do
   local job = d[i]
   if not seenJob[job] then
     seenJob[job] = true
@@ -358,7 +359,7 @@ local function broken(n)
   brk[nb] = n
   return '4'
 end
-for i = 1, #d, 8 do
+for i = 1, #d, 9 do
   local job, slot, id, stream = d[i], d[i + 1], d[i + 2], d[i + 6]
   local ooo = d[i + 7]
   local bk = tb[i]
@@ -391,12 +392,21 @@ for i = 1, #d, 8 do
     res = broken(streamBad[stream])
   else
     local ok, err
+    local ver = d[i + 8]
     if d[i + 5] ~= '0' then
-      ok, err = try('XADD', stream, 'MAXLEN', '~', d[i + 5], '*', 'job', job, 'slot', slot,
+      if ver == '' then
+        ok, err = try('XADD', stream, 'MAXLEN', '~', d[i + 5], '*', 'job', job, 'slot', slot,
+          'tick', id, 'epoch', epoch, 'replica', holder, 'payload', d[i + 3])
+      else
+        ok, err = try('XADD', stream, 'MAXLEN', '~', d[i + 5], '*', 'job', job, 'slot', slot,
+          'tick', id, 'epoch', epoch, 'replica', holder, 'payload', d[i + 3], 'version', ver)
+      end
+    elseif ver == '' then
+      ok, err = try('XADD', stream, '*', 'job', job, 'slot', slot,
         'tick', id, 'epoch', epoch, 'replica', holder, 'payload', d[i + 3])
     else
       ok, err = try('XADD', stream, '*', 'job', job, 'slot', slot,
-        'tick', id, 'epoch', epoch, 'replica', holder, 'payload', d[i + 3])
+        'tick', id, 'epoch', epoch, 'replica', holder, 'payload', d[i + 3], 'version', ver)
     end
     if err then
       if not wrote and string.sub(err, 1, 9) ~= 'WRONGTYPE' then

@@ -35,8 +35,8 @@ func (b *Backend) newClaimState(o *op) (*claimState, error) {
 		ON CONFLICT (tick) DO UPDATE SET token = excluded.token, expires_ms = excluded.expires_ms`); err != nil {
 		return nil, err
 	}
-	if c.putEnt, err = o.tx.PrepareContext(o.ctx, `INSERT INTO entries (stream, ms, job, slot, tick, epoch, replica, payload, kind, attempt, grp)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
+	if c.putEnt, err = o.tx.PrepareContext(o.ctx, `INSERT INTO entries (stream, ms, job, slot, tick, epoch, replica, payload, kind, attempt, grp, version)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -108,7 +108,7 @@ func (c *claimState) paused(job string, s onetick.Slot) (bool, error) {
 // appendEntry appends tick t (identity id) to its stream.
 func (c *claimState) appendEntry(t onetick.Tick, id string, epoch onetick.Epoch, replica, kind string) error {
 	if _, err := c.putEnt.ExecContext(c.o.ctx, t.Stream, c.o.ms, t.Job, int64(t.Slot), id, int64(epoch), replica, t.Payload,
-		kind, 1, ""); err != nil {
+		kind, 1, "", t.Version); err != nil {
 		return err
 	}
 	c.wrote = true
@@ -303,7 +303,7 @@ func (b *Backend) LastFired(ctx context.Context, jobs []string) (map[string]onet
 func (b *Backend) Stream(ctx context.Context, key string) ([]onetick.TickRecord, error) {
 	var out []onetick.TickRecord
 	err := b.read(ctx, func(o *op) error {
-		rows, err := o.tx.QueryContext(o.ctx, `SELECT seq, ms, job, slot, tick, epoch, replica, payload, kind
+		rows, err := o.tx.QueryContext(o.ctx, `SELECT seq, ms, job, slot, tick, epoch, replica, payload, kind, version
 			FROM entries WHERE stream = ? ORDER BY seq`, key)
 		if err != nil {
 			return err
@@ -314,7 +314,7 @@ func (b *Backend) Stream(ctx context.Context, key string) ([]onetick.TickRecord,
 				r       onetick.TickRecord
 				seq, ms int64
 			)
-			if err := rows.Scan(&seq, &ms, &r.Job, &r.Slot, &r.Tick, &r.Epoch, &r.Replica, &r.Payload, &r.Kind); err != nil {
+			if err := rows.Scan(&seq, &ms, &r.Job, &r.Slot, &r.Tick, &r.Epoch, &r.Replica, &r.Payload, &r.Kind, &r.Version); err != nil {
 				return err
 			}
 			r.ID = entryID(ms, seq)

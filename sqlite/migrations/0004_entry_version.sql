@@ -1,0 +1,4 @@
+-- The definition version of a job defined at run time travels with each
+-- of its ticks, so that a worker runs the tick with the definition it was
+-- claimed under ('' for the configuration file's jobs).
+ALTER TABLE entries ADD COLUMN version TEXT NOT NULL DEFAULT '';
