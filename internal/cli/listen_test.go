@@ -591,6 +591,16 @@ func TestListenerTLS(t *testing.T) {
 			!strings.Contains(errOut.String(), tc.want) || !strings.Contains(errOut.String(), "bad.yaml:2") {
 			t.Errorf("validate with tls %s: %d %q, want exit 2 naming %q", tc.tls, code, errOut.String(), tc.want)
 		}
+		// run refuses it alike, before it creates the store.
+		db := filepath.Join(dir, "never.db")
+		errOut.Reset()
+		if code := Main(context.Background(), []string{"run", "--config", bad, "--data", db}, Env{Stdout: &out, Stderr: &errOut}); code != 2 ||
+			!strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("run with tls %s: %d %q, want exit 2 naming %q", tc.tls, code, errOut.String(), tc.want)
+		}
+		if _, err := os.Stat(db); err == nil {
+			t.Errorf("run with tls %s created the store before refusing", tc.tls)
+		}
 	}
 }
 
