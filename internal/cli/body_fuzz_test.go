@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,8 +13,9 @@ import (
 )
 
 // FuzzAPIBody sends arbitrary bodies to every endpoint that reads one:
-// nothing panics, every refusal is a JSON error with a 4xx status, and a
-// refused request changes nothing (the control log, the job sets).
+// nothing panics; a JSON body that is not exactly one object and an empty
+// body are refused; every refusal is a JSON error with a 4xx status, and
+// a refused request changes nothing (the control log, the job sets).
 func FuzzAPIBody(f *testing.F) {
 	for _, s := range []struct {
 		op      uint8
@@ -80,7 +82,14 @@ func FuzzAPIBody(f *testing.F) {
 		before := state(t)
 		w := httptest.NewRecorder()
 		mux.ServeHTTP(w, req)
+		// What must be refused whatever else is wrong with it: a JSON body
+		// that is not exactly one JSON object, an empty job set.
+		trimmed := bytes.TrimSpace(body)
+		mustRefuse := len(trimmed) == 0 || p.method == "POST" && (!json.Valid(trimmed) || trimmed[0] != '{')
 		if w.Code == http.StatusOK {
+			if mustRefuse {
+				t.Fatalf("%s %s %q was accepted: %s", p.method, p.path, body, w.Body.String())
+			}
 			return
 		}
 		var e apiError
