@@ -46,6 +46,7 @@ fuzz:
 	$(GO) test -run xxx -fuzz FuzzVerify -fuzztime 30s ./executor/webhook/
 	$(GO) test -run xxx -fuzz FuzzParseRetryAfter -fuzztime 30s ./executor/
 	$(GO) test -run xxx -fuzz FuzzQuery -fuzztime 30s ./internal/web/
+	$(GO) test -run xxx -fuzz FuzzAPIBody -fuzztime 60s -fuzzminimizetime 5s ./internal/cli/
 
 # Go benchmarks of the engine, then the side-by-side harness (its own module):
 # against asynq and gocron on Redis, then against River on PostgreSQL.

@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -170,33 +169,6 @@ type Lease struct {
 	Renew        Duration `yaml:"renew"`
 	SafetyMargin Duration `yaml:"safety_margin"`
 }
-
-// HTTP configures the metrics and status endpoint.
-type HTTP struct {
-	// Listen is host:port, or "off". Default 127.0.0.1:9464.
-	Listen string `yaml:"listen"`
-	// Token is the bearer token every change through the HTTP API needs
-	// (pause, resume, trigger, backfill), and every read from a client
-	// that is not on loopback. Empty: the API is read-only. Write it as
-	// ${VAR}; it never appears in logs or errors.
-	Token string `yaml:"token"`
-}
-
-// Loopback reports whether the listener binds a loopback address only.
-func (h HTTP) Loopback() bool {
-	host, _, err := net.SplitHostPort(h.Listen)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// Enabled reports whether the HTTP server should run.
-func (h HTTP) Enabled() bool { return h.Listen != ListenOff && h.Listen != "" }
 
 // Job is one job as configured. After Parse every default is applied.
 type Job struct {
@@ -367,6 +339,14 @@ func short(s string) string {
 // base's key prefix, default graces its lease ttl.
 func ParseJobs(name string, data []byte, base *File) (*File, error) {
 	return parseWith(name, data, os.LookupEnv, base)
+}
+
+// ParseRequestJobs is ParseJobs for a jobs file that came from a client
+// (the HTTP API): no environment variable is read, and a ${VAR} is an
+// error, so that a client cannot copy the daemon's environment (its
+// secrets) into a job's payload and read it back.
+func ParseRequestJobs(name string, data []byte, base *File) (*File, error) {
+	return parseWith(name, data, nil, base)
 }
 
 // LoadJobs reads and parses a jobs file (see ParseJobs).

@@ -86,8 +86,9 @@ func TestFullExample(t *testing.T) {
 			ClockTolerance: Duration(100 * time.Millisecond),
 			Durability:     "async", Replicas: 1, ReplicationTimeout: Duration(100 * time.Millisecond),
 		}},
-		Lease:   Lease{TTL: Duration(15 * time.Second), Renew: Duration(5 * time.Second), SafetyMargin: Duration(1500 * time.Millisecond)},
-		HTTP:    HTTP{Listen: "127.0.0.1:9464"},
+		Lease: Lease{TTL: Duration(15 * time.Second), Renew: Duration(5 * time.Second), SafetyMargin: Duration(1500 * time.Millisecond)},
+		HTTP: HTTP{Listen: "127.0.0.1:9464", ReadTimeout: Duration(time.Minute), WriteTimeout: Duration(2 * time.Minute),
+			IdleTimeout: Duration(time.Minute), MaxConnections: 128},
 		Metrics: Metrics{PerJob: "auto", PerJobLimit: 1000, Jobs: []string{"nightly-billing"}},
 		Jobs: []Job{{
 			Name: "nightly-billing", Schedule: "0 2 * * *", Timezone: "Europe/Berlin", Prefer: "missed",
@@ -95,7 +96,7 @@ func TestFullExample(t *testing.T) {
 			Payload: `{"task":"billing.run"}`, Line: lineOf(t, fullExample, "- name: nightly-billing"),
 		}},
 	}
-	if f.Path != want.Path || !reflect.DeepEqual(f.Backend, want.Backend) || f.Lease != want.Lease || f.HTTP != want.HTTP ||
+	if f.Path != want.Path || !reflect.DeepEqual(f.Backend, want.Backend) || f.Lease != want.Lease || !reflect.DeepEqual(f.HTTP, want.HTTP) ||
 		!reflect.DeepEqual(f.Metrics, want.Metrics) || !reflect.DeepEqual(f.Jobs, want.Jobs) || f.Role != RoleBoth ||
 		f.Worker.Heartbeat.D() != 5*time.Second {
 		t.Fatalf("got\n%+v %+v\nwant\n%+v %+v", f, f.Backend.Redis, want, want.Backend.Redis)

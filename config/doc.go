@@ -48,7 +48,17 @@
 //	http:
 //	  listen: 127.0.0.1:9464   # default 127.0.0.1:9464 (loopback); "off" disables
 //	  token: ${ONETICK_HTTP_TOKEN} # bearer token for API changes (and reads from outside
-//	                           # loopback); at least 16 bytes; absent: the API is read-only
+//	                           # loopback); at least 16 bytes; absent: the API is read-only,
+//	                           # and a listener off loopback serves no status or API reads
+//	  allowed_hosts: [onetick.internal] # names (or IP addresses), no port, the Host header of
+//	                           # the status, the page and the API may carry besides the listener's own
+//	  tls:                     # optional: HTTPS
+//	    cert_file: server.pem  # PEM certificate (chain) ...
+//	    key_file: server-key.pem # ... and its key (both or neither); read again when they change
+//	  read_timeout: 1m         # default 1m: headers and body of a request (headers: at most 10s)
+//	  write_timeout: 2m        # default 2m or 2×read_timeout, whichever is longer; must exceed read_timeout
+//	  idle_timeout: 1m         # default 1m: a keep-alive connection without a request is closed
+//	  max_connections: 128     # default 128: served at once, more wait
 //	metrics:                   # which jobs get their own series; fleet totals count every job
 //	  per_job: auto            # auto (default): all jobs while at most per_job_limit, else the listed;
 //	                           # all, listed or none
@@ -74,11 +84,13 @@
 // defaults, and packages worker and executor document them.
 //
 // Every section and field is optional unless marked required; an empty file
-// is valid (no jobs, embedded backend). Unknown fields are errors. A field
-// set to null (or left empty, as in "grace:") counts as absent, and so does
-// 0 for grace, max_catchup, per_job_limit and clock_tolerance and "" for
-// the strings with a default, except http.listen, where "" is an error:
-// write off to disable the server.
+// is valid (no jobs, embedded backend). A jobs file (ParseJobs, for `onetick
+// jobs apply` and the HTTP API) is not: it must hold a jobs: list, and
+// jobs: [] empties a set. Unknown fields are errors. A field set to null
+// (or left empty, as in "grace:") counts as absent, and so does 0 for
+// grace, max_catchup, per_job_limit, clock_tolerance, the http timeouts and
+// max_connections, and "" for the strings with a default, except
+// http.listen, where "" is an error: write off to disable the server.
 //
 // The metrics section bounds the size of a scrape: each job's own series
 // cost about 450 bytes of every scrape of /metrics, so a fleet of 100,000
@@ -107,7 +119,8 @@
 // # Environment variables
 //
 // ${VAR} in a value is replaced by the environment variable VAR; it is an
-// error if VAR is not set. ${VAR:-default} gives default when VAR is unset
+// error if VAR is not set. A jobs file from a client (ParseRequestJobs, the
+// HTTP API) reads no environment: a reference in it is an error. ${VAR:-default} gives default when VAR is unset
 // or empty. $${ stands for a literal ${. References may be written
 // anywhere a plain value can, also inside {...} and [...], but a reference
 // cannot span lines.

@@ -93,6 +93,7 @@ func markRefs(data []byte) ([]byte, *envRefs) {
 
 // expand replaces the tokens in s, calling report for each problem (with
 // the line of the reference). It returns s unchanged when it holds none.
+// A nil lookup reads no environment: every reference is a problem.
 func (r *envRefs) expand(s string, lookup func(string) (string, bool), report func(line int, msg string)) string {
 	if r == nil {
 		return s
@@ -117,6 +118,9 @@ func (r *envRefs) expand(s string, lookup func(string) (string, bool), report fu
 			b.WriteString("${")
 		case ref.problem != "":
 			report(ref.line, ref.problem)
+			b.WriteString(ref.text)
+		case lookup == nil:
+			report(ref.line, "${"+ref.name+"}: no environment variable is read here (write the value itself, or $${ for a literal ${)")
 			b.WriteString(ref.text)
 		default:
 			v, set := lookup(ref.name)

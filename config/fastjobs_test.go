@@ -64,7 +64,7 @@ func checkSame(t *testing.T, data []byte) {
 		return
 	}
 	if !reflect.DeepEqual(fast.Jobs, slow.Jobs) || !reflect.DeepEqual(fast.Backend, slow.Backend) || fast.Lease != slow.Lease ||
-		!reflect.DeepEqual(fast.Metrics, slow.Metrics) || fast.HTTP != slow.HTTP {
+		!reflect.DeepEqual(fast.Metrics, slow.Metrics) || !reflect.DeepEqual(fast.HTTP, slow.HTTP) {
 		t.Fatalf("%q: files differ:\n%+v\n%+v", data, fast, slow)
 	}
 	for i := range fast.Jobs {

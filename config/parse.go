@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/url"
 	"regexp"
 	"sort"
@@ -617,8 +616,16 @@ func (p *parser) top(root *yaml.Node) {
 		es = p.entries(m, "")
 	}
 	if p.base != nil {
-		// A jobs file: its jobs join base's configuration.
+		// A jobs file: its jobs join base's configuration. It says what
+		// the set becomes, so it must say it: a file or body with no list
+		// (empty, cut short, null) would otherwise remove every job.
 		sec := p.fields(es, "", "", "jobs")
+		switch je, ok := sec["jobs"]; {
+		case !ok && len(p.errs) == 0:
+			p.errorf(rootLine(root), "jobs", "is missing: a jobs file holds a jobs: list (an empty file is refused; write jobs: [] to remove every job of the set)")
+		case ok && isNull(je.val):
+			p.errorf(je.line, "jobs", "is empty: list the jobs, or write jobs: [] to remove every job of the set")
+		}
 		prefix := DefaultPrefix
 		if r := p.base.Backend.Redis; r != nil {
 			prefix = r.Prefix
@@ -940,58 +947,6 @@ func (p *parser) lease(e entry) time.Duration {
 	d := lc.WithDefaults()
 	p.f.Lease = Lease{TTL: Duration(d.TTL), Renew: Duration(d.Renew), SafetyMargin: Duration(d.SafetyMargin)}
 	return d.TTL
-}
-
-func (p *parser) http(e entry) {
-	p.f.HTTP.Listen = DefaultListen
-	if !e.ok() {
-		return
-	}
-	m, ok := p.mapping(e.val, e.line, "http")
-	if m == nil || !ok {
-		return
-	}
-	sec := p.fields(p.entries(m, "http"), "http", "http", "listen", "token")
-	if te, ok := sec["token"]; ok && !isNull(te.val) {
-		if v, ok := p.str(te, "http.token"); ok {
-			p.f.HTTP.Token = v
-			switch {
-			case v == "":
-				p.errorf(te.line, "http.token", "is empty (the environment variable it names is unset or empty?); remove it for a read-only API")
-			case len(v) < 16:
-				p.errorf(te.line, "http.token", "is %d bytes long; use at least 16 random bytes (for example: openssl rand -hex 32)", len(v))
-			}
-			if v != "" {
-				p.secrets = append(p.secrets, v)
-			}
-		}
-	}
-	le, ok := sec["listen"]
-	if !ok || isNull(le.val) {
-		return
-	}
-	v, ok := p.str(le, "http.listen")
-	if !ok {
-		return
-	}
-	p.f.HTTP.Listen = v
-	if msg := checkListen(v); msg != "" {
-		p.errorf(le.line, "http.listen", "%s", msg)
-	}
-}
-
-func checkListen(v string) string {
-	if v == ListenOff {
-		return ""
-	}
-	_, port, err := net.SplitHostPort(v)
-	if err != nil {
-		return fmt.Sprintf("must be host:port (such as %s) or off, got %q", DefaultListen, short(v))
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return fmt.Sprintf("port must be a number from 0 to 65535, got %q", short(port))
-	}
-	return ""
 }
 
 // jobs walks the job list.

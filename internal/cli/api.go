@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -10,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,18 +30,24 @@ import (
 //	POST /api/v1/jobs/{job}/resume       {"reason": "...", "who": "..."}
 //	POST /api/v1/jobs/{job}/trigger      {"payload": {...}, "key": "..."}, or the Idempotency-Key header
 //	POST /api/v1/jobs/{job}/backfill     {"from": RFC 3339, "to": RFC 3339, "max": N, "dry_run": bool}
+//	PUT  /api/v1/jobsets/{set}           a jobs file (YAML or JSON), ?dry_run=true
+//	DELETE /api/v1/jobsets/{set}/jobs/{job}
 //
 // Every change needs "Authorization: Bearer <http.token>"; without a
 // token in the configuration the API is read-only. Reads from a client
-// that is not on loopback need the token too, when one is configured.
+// that is not on loopback need the token too, when one is configured;
+// without one, a listener that is not on loopback refuses them. The Host
+// header must name this listener (see hostPolicy). A body is one JSON
+// object (a jobs file for a set), at most its endpoint's limit.
 // Errors are {"error": "..."} with 400 (bad input, nothing changed), 401,
-// 403, 404 (unknown job) or 503 (the store).
+// 403, 404 (unknown job), 408, 413 (body too large, nothing changed), 421
+// (Host) or 503 (the store).
 type api struct {
 	ops   *onetick.Ops
-	token string
+	http  config.HTTP
 	log   *slog.Logger
 	sched *onetick.Scheduler
-	file  *config.File // for the worker status; nil in tests
+	file  *config.File // the configuration: the base of job sets, the worker status
 }
 
 type apiError struct {
@@ -51,16 +60,28 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// fail maps an operation's error to a status code.
+// statusError is a refusal with its own status code.
+type statusError struct {
+	code int
+	msg  string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+// fail maps an operation's error to a status code. Values quoted in the
+// message are cut (clipQuoted).
 func fail(w http.ResponseWriter, err error) {
 	var in *onetick.InputError
+	var se *statusError
 	switch {
+	case errors.As(err, &se):
+		writeJSON(w, se.code, apiError{clipQuoted(se.msg)})
 	case errors.As(err, &in):
-		writeJSON(w, http.StatusBadRequest, apiError{in.Msg})
+		writeJSON(w, http.StatusBadRequest, apiError{clipQuoted(in.Msg)})
 	case errors.Is(err, onetick.ErrUnknownJob):
-		writeJSON(w, http.StatusNotFound, apiError{err.Error()})
+		writeJSON(w, http.StatusNotFound, apiError{clipQuoted(err.Error())})
 	default:
-		writeJSON(w, http.StatusServiceUnavailable, apiError{err.Error()})
+		writeJSON(w, http.StatusServiceUnavailable, apiError{clipQuoted(err.Error())})
 	}
 }
 
@@ -73,32 +94,57 @@ func fromLoopback(r *http.Request) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// bearerToken returns the token of an Authorization header of the Bearer
+// scheme (matched in any case, RFC 9110 section 11.1).
+func bearerToken(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(tok), true
+}
+
 // authorized reports whether r carries the configured token (compared in
 // constant time).
 func (a *api) authorized(r *http.Request) bool {
-	if a.token == "" {
+	if a.http.Token == "" {
 		return false
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) == 1
+	got, ok := bearerToken(r.Header.Get("Authorization"))
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(a.http.Token)) == 1
 }
 
-// read guards a read: open on loopback, else the token when one is set.
+// read guards a read (the status, the page, the API's GETs): the Host
+// header; on a listener off loopback without a token, nothing; else open
+// on loopback, and the token from elsewhere.
 func (a *api) read(h http.HandlerFunc) http.HandlerFunc {
+	hosts := newHostPolicy(a.http)
 	return func(w http.ResponseWriter, r *http.Request) {
-		if a.token != "" && !fromLoopback(r) && !a.authorized(r) {
+		if !hosts.check(w, r) {
+			return
+		}
+		if a.http.OpenWithoutToken() {
+			writeJSON(w, http.StatusForbidden, apiError{fmt.Sprintf("refused: this listener (%s) is not on loopback and the configuration sets no http.token, "+
+				"so the status, the status page and the API's reads are served to no one; set http.token", a.http.Listen)})
+			return
+		}
+		if a.http.Token != "" && !fromLoopback(r) && !a.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="onetick"`)
-			writeJSON(w, http.StatusUnauthorized, apiError{"a bearer token is required from outside loopback"})
+			writeJSON(w, http.StatusUnauthorized, apiError{"a bearer token is required from outside loopback (Authorization: Bearer <http.token>)"})
 			return
 		}
 		h(w, r)
 	}
 }
 
-// change guards a change: always the token.
+// change guards a change: the Host header and always the token.
 func (a *api) change(h http.HandlerFunc) http.HandlerFunc {
+	hosts := newHostPolicy(a.http)
 	return func(w http.ResponseWriter, r *http.Request) {
-		if a.token == "" {
+		if !hosts.check(w, r) {
+			return
+		}
+		if a.http.Token == "" {
 			writeJSON(w, http.StatusForbidden, apiError{"changes are disabled: the configuration sets no http.token"})
 			return
 		}
@@ -131,21 +177,103 @@ func (a *api) register(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /api/v1/jobsets/{set}/jobs/{job}", a.change(a.removeFromSet))
 }
 
-// body decodes a JSON request body (an empty body is an empty object).
-func body(r *http.Request, v any) error {
-	data, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+// Request body limits, per endpoint. A larger body is refused with 413
+// and changes nothing.
+const (
+	// controlBodyLimit: pause, resume and backfill.
+	controlBodyLimit = 64 << 10
+	// triggerBodyLimit: a trigger, whose payload alone may take
+	// onetick.MaxPayload.
+	triggerBodyLimit = onetick.MaxPayload + 64<<10
+	// jobSetBodyLimit: a job set (PUT /api/v1/jobsets/{set}).
+	jobSetBodyLimit = 64 << 20
+)
+
+// readBody reads r's whole body, refusing one past limit (413), one not
+// received within the read timeout (408) and an empty one (400).
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, tooLarge(r, limit)
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var mb *http.MaxBytesError
+	switch {
+	case errors.As(err, &mb):
+		return nil, tooLarge(r, limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, &statusError{http.StatusRequestTimeout, "request body: not received within http.read_timeout; nothing was changed"}
+	case err != nil:
+		return nil, &statusError{http.StatusBadRequest, "request body: " + err.Error() + "; nothing was changed"}
+	case len(bytes.TrimSpace(data)) == 0:
+		return nil, &onetick.InputError{Msg: "request body: empty; nothing was changed"}
+	}
+	return data, nil
+}
+
+func tooLarge(r *http.Request, limit int64) error {
+	return &statusError{http.StatusRequestEntityTooLarge, fmt.Sprintf("request body: larger than %s, the limit of %s; nothing was changed",
+		sizeText(limit), r.Pattern)}
+}
+
+// sizeText writes a limit in KiB or MiB.
+func sizeText(n int64) string {
+	switch {
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// readJSON decodes a body that is exactly one JSON object into v, whose
+// fields are all it may have.
+func readJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	data, err := readBody(w, r, limit)
 	if err != nil {
 		return err
 	}
-	if len(strings.TrimSpace(string(data))) == 0 {
-		return nil
+	if data = bytes.TrimSpace(data); data[0] != '{' {
+		return &onetick.InputError{Msg: "request body: must be a JSON object ({} when no field applies); nothing was changed"}
 	}
-	d := json.NewDecoder(strings.NewReader(string(data)))
+	d := json.NewDecoder(bytes.NewReader(data))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
-		return &onetick.InputError{Msg: "request body: " + err.Error()}
+		return &onetick.InputError{Msg: "request body: " + err.Error() + "; nothing was changed"}
+	}
+	if _, err := d.Token(); !errors.Is(err, io.EOF) {
+		return &onetick.InputError{Msg: fmt.Sprintf("request body: more after the JSON object (at byte %d): send exactly one; nothing was changed", d.InputOffset())}
 	}
 	return nil
+}
+
+// clipQuoted cuts every Go-quoted value in msg as onetick.Excerpt does,
+// and escapes control characters left outside quotes: whatever part of a
+// request an error quotes (a JSON field name, a job name in the path), a
+// client never gets 10 KB of it back, nor raw control bytes.
+func clipQuoted(msg string) string {
+	var b strings.Builder
+	for i := 0; i < len(msg); {
+		c := msg[i]
+		if c == '"' {
+			if q, err := strconv.QuotedPrefix(msg[i:]); err == nil {
+				if v, err := strconv.Unquote(q); err == nil {
+					b.WriteString(onetick.Excerpt(v))
+				} else {
+					b.WriteString(q)
+				}
+				i += len(q)
+				continue
+			}
+		}
+		if c < ' ' && c != '\n' || c == 0x7f {
+			fmt.Fprintf(&b, "\\x%02x", c)
+		} else {
+			b.WriteByte(c)
+		}
+		i++
+	}
+	return b.String()
 }
 
 func (a *api) ctx(r *http.Request) (context.Context, context.CancelFunc) {
@@ -167,7 +295,7 @@ func (a *api) actor(r *http.Request, b actorBody) onetick.Actor {
 
 func (a *api) pauseOrResume(w http.ResponseWriter, r *http.Request, pause bool) {
 	var b actorBody
-	if err := body(r, &b); err != nil {
+	if err := readJSON(w, r, controlBodyLimit, &b); err != nil {
 		fail(w, err)
 		return
 	}
@@ -200,7 +328,7 @@ func (a *api) trigger(w http.ResponseWriter, r *http.Request) {
 		Key     string          `json:"key"`
 		Payload json.RawMessage `json:"payload"`
 	}
-	if err := body(r, &b); err != nil {
+	if err := readJSON(w, r, triggerBodyLimit, &b); err != nil {
 		fail(w, err)
 		return
 	}
@@ -232,7 +360,7 @@ func (a *api) backfill(w http.ResponseWriter, r *http.Request) {
 		Max    int    `json:"max"`
 		DryRun bool   `json:"dry_run"`
 	}
-	if err := body(r, &b); err != nil {
+	if err := readJSON(w, r, controlBodyLimit, &b); err != nil {
 		fail(w, err)
 		return
 	}
@@ -386,19 +514,19 @@ func (a *api) applySet(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotImplemented, apiError{"this backend keeps no jobs defined at run time"})
 		return
 	}
-	data, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	data, err := readBody(w, r, jobSetBodyLimit)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	f, err := config.ParseJobs("request body", data, a.file)
+	f, err := config.ParseRequestJobs("request body", data, a.file)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
+		writeJSON(w, http.StatusBadRequest, apiError{clipQuoted(err.Error())})
 		return
 	}
 	defs, err := jobDefs(f, a.ops.Jobs)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{err.Error()})
+		writeJSON(w, http.StatusBadRequest, apiError{clipQuoted(err.Error())})
 		return
 	}
 	ctx, cancel := a.ctx(r)
@@ -429,7 +557,7 @@ func (a *api) removeFromSet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(d.Removed) == 0 {
-		writeJSON(w, http.StatusNotFound, apiError{fmt.Sprintf("no job %q in set %q", r.PathValue("job"), r.PathValue("set"))})
+		writeJSON(w, http.StatusNotFound, apiError{fmt.Sprintf("no job %s in set %s", onetick.Excerpt(r.PathValue("job")), onetick.Excerpt(r.PathValue("set")))})
 		return
 	}
 	writeJSON(w, http.StatusOK, d)

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/config"
 	"github.com/onetick/onetick/cron"
 	"github.com/onetick/onetick/memory"
 )
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const testToken = "0123456789abcdef0123"
 
 // newAPI serves the API over a memory backend with one job "a".
-func newAPI(t *testing.T, token string) (*http.ServeMux, *memory.Backend, *bytes.Buffer) {
+func newAPI(t testing.TB, token string) (*http.ServeMux, *memory.Backend, *bytes.Buffer) {
 	t.Helper()
 	s, err := cron.Parse("@every 1s", nil)
 	if err != nil {
@@ -32,8 +33,13 @@ func newAPI(t *testing.T, token string) (*http.ServeMux, *memory.Backend, *bytes
 	b := memory.New(memory.Options{})
 	t.Cleanup(func() { _ = b.Close() })
 	var logs bytes.Buffer
-	a := &api{ops: &onetick.Ops{Backend: b, Jobs: []onetick.Job{{Name: "a", Schedule: s}}}, token: token,
-		log: slog.New(slog.NewTextHandler(&logs, nil))}
+	f, err := config.Parse("test.yaml", []byte("backend: {memory: {}}\njobs:\n  - {name: a, schedule: \"@every 1s\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.HTTP.Token = token
+	a := &api{ops: &onetick.Ops{Backend: b, Jobs: []onetick.Job{{Name: "a", Schedule: s}}}, http: f.HTTP,
+		log: slog.New(slog.NewTextHandler(&logs, nil)), file: f}
 	mux := http.NewServeMux()
 	a.register(mux)
 	return mux, b, &logs
@@ -42,6 +48,7 @@ func newAPI(t *testing.T, token string) (*http.ServeMux, *memory.Backend, *bytes
 func do(mux http.Handler, method, path, remote, auth, body string) (int, string) {
 	r := httptest.NewRequest(method, path, strings.NewReader(body))
 	r.RemoteAddr = remote
+	r.Host = "127.0.0.1:9464"
 	if auth != "" {
 		r.Header.Set("Authorization", auth)
 	}
@@ -121,6 +128,7 @@ func TestAPITriggerIdempotency(t *testing.T) {
 	post := func(hdr, body string) onetick.TriggerResult {
 		r := httptest.NewRequest("POST", "/api/v1/jobs/a/trigger", strings.NewReader(body))
 		r.RemoteAddr = local
+		r.Host = "localhost:9464"
 		r.Header.Set("Authorization", "Bearer "+testToken)
 		if hdr != "" {
 			r.Header.Set("Idempotency-Key", hdr)

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -302,6 +302,13 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	}
 	base := log
 	log = log.With("replica", *replica)
+	var hl *httpListener
+	if f.HTTP.Enabled() {
+		if hl, err = listenHTTP(f, log); err != nil {
+			return err
+		}
+		defer hl.close(time.Second)
+	}
 
 	var sink onetick.Sink
 	var b onetick.Backend
@@ -357,27 +364,22 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan struct{})
-	var srv *http.Server
-	if f.HTTP.Enabled() {
-		ln, err := net.Listen("tcp", f.HTTP.Listen)
-		if err != nil {
-			return fmt.Errorf("http: %v", err)
-		}
+	if hl != nil {
 		mux := handler(reg, sched, b, func(ctx context.Context) string { return describeStore(ctx, f, b) }, done)
-		(&api{ops: &onetick.Ops{Backend: b, Jobs: jobs, Source: source}, token: f.HTTP.Token, log: log, sched: sched, file: f}).register(mux)
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		(&api{ops: &onetick.Ops{Backend: b, Jobs: jobs, Source: source}, http: f.HTTP, log: log, sched: sched, file: f}).register(mux)
+		hl.serve(mux)
+		for _, w := range f.HTTPWarnings() {
+			log.Warn("http: " + strings.TrimPrefix(w.Msg, "warning: "))
+		}
 		switch {
 		case f.HTTP.Token == "":
 			log.Info("http API is read-only: set http.token to allow pause, resume, trigger and backfill")
 		case !f.HTTP.Loopback():
 			log.Info("http API accepts changes with the bearer token; reads from outside loopback need it too")
 		}
-		log.Info("http listening", "addr", ln.Addr().String())
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("http server failed", "err", err)
-			}
-		}()
+		log.Info("http listening", "addr", hl.Addr().String(), "tls", f.HTTP.TLS.Enabled(),
+			"read_timeout", f.HTTP.ReadTimeout.String(), "write_timeout", f.HTTP.WriteTimeout.String(),
+			"idle_timeout", f.HTTP.IdleTimeout.String(), "max_connections", f.HTTP.MaxConnections)
 	}
 	log.Info("onetick started", "version", version(), "jobs", len(jobs), "role", f.Role,
 		"working", len(runJobs(f)), "lease_ttl", f.Lease.TTL.D().String())
@@ -426,10 +428,8 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 			runErr = fmt.Errorf("shutdown took longer than %s: exiting", ShutdownBound)
 		}
 	}
-	if srv != nil {
-		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
-		_ = srv.Shutdown(sctx)
-		scancel()
+	if hl != nil {
+		hl.close(time.Second)
 	}
 	if runErr == nil {
 		log.Info("onetick stopped")

@@ -36,6 +36,12 @@ func cmdValidate(args []string, env Env) error {
 	if _, err := f.TLSConfig(); err != nil {
 		return usageError{err}
 	}
+	if _, err := f.LoadHTTPCertificate(); err != nil {
+		return usageError{err}
+	}
+	for _, w := range f.HTTPWarnings() {
+		fmt.Fprintln(env.Stderr, "onetick:", w)
+	}
 	backend := "embedded (file store, single replica)"
 	switch {
 	case f.Shared():
