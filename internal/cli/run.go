@@ -22,6 +22,7 @@ import (
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
+	"github.com/onetick/onetick/internal/redact"
 	"github.com/onetick/onetick/memory"
 	otpostgres "github.com/onetick/onetick/postgres"
 	otredis "github.com/onetick/onetick/redis"
@@ -46,7 +47,7 @@ func applyRedisOverride(f *config.File, flagURL string, env Env) error {
 		return nil
 	}
 	if _, err := goredis.ParseURL(u); err != nil {
-		return badInput("%s: invalid Redis URL %s: %v", src, otredis.MaskURL(u), err)
+		return badInput("%s: invalid Redis URL %s: %s", src, redact.URL(u), redact.Error(err))
 	}
 	if f.Backend.Postgres != nil {
 		return badInput("%s: %s uses PostgreSQL (backend.postgres); a Redis URL does not apply", src, f.Path)

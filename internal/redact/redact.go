@@ -6,6 +6,7 @@
 package redact
 
 import (
+	"errors"
 	"net/url"
 	"strings"
 )
@@ -251,4 +252,33 @@ func isKeyword(k string) bool {
 
 func isSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
+}
+
+// Error returns err's message for a caller that shows the address
+// itself masked: a *url.Error (what url.Parse returns, and drivers pass on)
+// repeats the whole URL, password and all, and quotes pieces of it (a
+// port, an escape) that may be pieces of a password; both are left out.
+func Error(err error) string {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err.Error()
+	}
+	msg := ue.Err.Error()
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(msg, '"')
+		if i < 0 {
+			break
+		}
+		b.WriteString(msg[:i])
+		b.WriteString(`"…"`)
+		j := strings.IndexByte(msg[i+1:], '"')
+		if j < 0 {
+			msg = ""
+			break
+		}
+		msg = msg[i+1+j+1:]
+	}
+	b.WriteString(msg)
+	return ue.Op + " URL: " + b.String()
 }

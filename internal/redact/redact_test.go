@@ -1,6 +1,7 @@
 package redact_test
 
 import (
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -41,6 +42,8 @@ func TestURL(t *testing.T) {
 		"postgres:///app?host=/run/postgresql&password=s3cret":      "postgres:///app?host=/run/postgresql&password=xxxxx",
 		"postgres://db/app?password=p@ss":                           "postgres://xxxxx",
 		"postgres://u:s3cret@db/app#frag":                           "postgres://u:xxxxx@db/app",
+		"postgresql://u:p@ss@word@host/db?x=1":                      "postgresql://u:xxxxx@host/db?x=xxxxx",
+		"postgres://127.0.0.1:5432/db":                              "postgres://127.0.0.1:5432/db",
 		// Keyword/value connection strings.
 		"host=127.0.0.1 user=postgres dbname=test":                     "host=127.0.0.1 user=postgres dbname=test",
 		"host=db user=u password=s3cret dbname=app":                    "host=db user=u password=xxxxx dbname=app",
@@ -134,5 +137,26 @@ func place(pw string, form uint8, escape bool) (addr, written string, ok bool) {
 		return "host=db password=" + pw + " sslmode=require", pw, true
 	default:
 		return "https://hooks.example/x?sig=" + q, q, true
+	}
+}
+
+func TestError(t *testing.T) {
+	for _, raw := range []string{"redis://u:p#ss@host:6379", "redis://:s3%zzcret@h", "postgres://u:s3cret@h:port/db"} {
+		_, err := url.Parse(raw)
+		if err == nil {
+			t.Fatalf("%q parsed", raw)
+		}
+		got := redact.Error(err)
+		for _, piece := range []string{"s3", "p#ss", "#ss", "cret"} {
+			if strings.Contains(got, piece) {
+				t.Errorf("Error(%q) = %q: %q survives", raw, got, piece)
+			}
+		}
+		if !strings.HasPrefix(got, "parse URL: ") {
+			t.Errorf("Error(%q) = %q", raw, got)
+		}
+	}
+	if got := redact.Error(errors.New("plain")); got != "plain" {
+		t.Errorf("Error(plain) = %q", got)
 	}
 }
