@@ -50,6 +50,9 @@ type parser struct {
 	// secrets are removed from the messages of the errors near them
 	// (redact).
 	secrets []string
+	// itemLines, while a run block is read, records the line of every
+	// string in it by path (checkExecutor names them).
+	itemLines map[string]int
 	// base, for a jobs file, is the configuration its jobs join.
 	base *File
 	// fast is the job list read apart, standing in the document as
@@ -519,6 +522,9 @@ func (p *parser) str(e entry, path string) (string, bool) {
 	if d.Kind != yaml.ScalarNode {
 		p.errorf(e.line, path, "must be a string, got %s", p.kindText(d))
 		return "", false
+	}
+	if p.itemLines != nil {
+		p.itemLines[path] = e.line
 	}
 	return p.scalar(d, path).Value, true
 }

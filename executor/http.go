@@ -93,6 +93,15 @@ var reservedHeaders = map[string]bool{
 	"Connection": true, "Transfer-Encoding": true,
 }
 
+// Validate checks cfg as NewHTTP does: the configuration's own checks
+// (onetick validate) call it, so that a file it accepts never fails in
+// NewHTTP when a replica starts. Errors are *onetick.ConfigError naming
+// the field.
+func (cfg HTTPConfig) Validate() error {
+	_, err := NewHTTP(cfg)
+	return err
+}
+
 // NewHTTP validates cfg and returns the executor. Errors are
 // *onetick.ConfigError naming the field.
 func NewHTTP(cfg HTTPConfig) (*HTTP, error) {

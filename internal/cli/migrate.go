@@ -22,10 +22,11 @@ func cmdMigrate(ctx context.Context, args []string, env Env) error {
 	if len(pos) > 0 {
 		return badInput("migrate: unexpected argument %q", pos[0])
 	}
-	f, err := loadConfig(*sf.path)
+	c, err := check(*sf.path, overrides{redisURL: *sf.redisURL, data: *sf.data}, env)
 	if err != nil {
 		return err
 	}
+	f := c.f
 	switch {
 	case f.Backend.Postgres != nil:
 		mctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -51,11 +52,8 @@ func cmdMigrate(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintf(env.Stdout, "%s: Redis keeps no schema: nothing to migrate\n", f.MaskedStore())
 		return nil
 	}
-	p, mem, err := embedded(f, *sf.data, false, env)
-	if err != nil {
-		return err
-	}
-	if mem {
+	p := c.statePath
+	if c.mem {
 		fmt.Fprintln(env.Stdout, "the memory store keeps nothing: nothing to migrate")
 		return nil
 	}

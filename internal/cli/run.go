@@ -258,45 +258,22 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	f, err := loadConfig(*path)
+	c, err := check(*path, overrides{redisURL: *redisURL, listen: *listen, role: *role, data: *data, inMemory: *inMemory}, env)
 	if err != nil {
 		return err
 	}
-	if err := applyRedisOverride(f, *redisURL, env); err != nil {
-		return err
+	f, jobs, statePath := c.f, c.jobs, c.statePath
+	for _, w := range f.Warnings() {
+		log.Warn(w.Msg, "file", w.File, "line", w.Line, "field", w.Field)
 	}
-	if *listen != "" {
-		if *listen != config.ListenOff {
-			if _, _, err := net.SplitHostPort(*listen); err != nil {
-				return badInput("--listen: want host:port or off, got %q", *listen)
+	if f.Role != config.RoleScheduler {
+		// Whatever can refuse an executor, before the store is touched
+		// (the worker builds its own below).
+		for _, j := range runJobs(f) {
+			if _, err := executorOf(j, log); err != nil {
+				return fmt.Errorf("%s:%d: jobs (%s).run: %v", f.Path, j.Run.Line, j.Name, err)
 			}
 		}
-		f.HTTP.Listen = *listen
-	}
-	switch *role {
-	case "":
-	case config.RoleBoth, config.RoleScheduler, config.RoleWorker:
-		f.Role = *role
-	default:
-		return badInput("--role: must be both, scheduler or worker, got %q", *role)
-	}
-	if (*data != "" || *inMemory) && f.Shared() {
-		return badInput("--data and --memory choose the embedded backend, and %s uses %s", f.Path, f.MaskedStore())
-	}
-	statePath := ""
-	if !f.Shared() {
-		p, mem, err := embedded(f, *data, *inMemory, env)
-		if err != nil {
-			return err
-		}
-		statePath = p
-		if mem && f.Role != config.RoleBoth {
-			return badInput("--role %s: the in-process store lives inside its one replica, which must both schedule and work", f.Role)
-		}
-	}
-	jobs, err := f.OneTickJobs()
-	if err != nil {
-		return usageError{err}
 	}
 	if *replica == "" {
 		*replica = onetick.DefaultHolder()
