@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"fmt"
+	"io"
+	"reflect"
 	"strconv"
 	"strings"
 	"unicode"
@@ -41,4 +44,23 @@ func printable(s string) string {
 		i += n
 	}
 	return b.String()
+}
+
+// fprintf is fmt.Fprintf for the CLI's printers: every argument that is a
+// string (of any string type) or an error goes through printable first;
+// the format's own tabs and newlines are kept.
+func fprintf(w io.Writer, format string, args ...any) {
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			args[i] = printable(v)
+		case error:
+			args[i] = printable(v.Error())
+		default:
+			if rv := reflect.ValueOf(a); rv.IsValid() && rv.Kind() == reflect.String {
+				args[i] = printable(rv.String())
+			}
+		}
+	}
+	fmt.Fprintf(w, format, args...)
 }
