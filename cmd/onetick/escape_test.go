@@ -102,3 +102,30 @@ func TestErrorPrefixOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestJobSetNames: a set name with a NUL, a control character or a space
+// is refused (exit 2, named escaped, nothing applied), by the CLI and by
+// the store itself.
+func TestJobSetNames(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := writeFile(t, "sets.yaml", fmt.Sprintf("backend:\n  redis:\n    url: %s\n    prefix: sets\njobs: []\n", srv.URL()))
+	jobs := writeFile(t, "jobs.yaml", "jobs:\n  - {name: t1, schedule: '@daily'}\n")
+	for _, set := range []string{"bad\x01set", "esc\x1b[2J", "cr\rset", "del\x7f", "rtl\u202eset", "nbsp\u00a0set", "\xffbad"} {
+		_, stderr, code := runCmd(t, nil, "jobs", "apply", "-f", jobs, "--set", set, "--config", cfg)
+		if code != 2 || !strings.Contains(stderr, "job set") || strings.ContainsAny(stderr, "\x01\x1b\r\x7f\u202e") {
+			t.Errorf("jobs apply --set %q: exit %d, stderr %q", set, code, stderr)
+		}
+	}
+	be, err := redis.Open(srv.URL(), redis.Options{Prefix: "sets"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	var in *onetick.InputError
+	if _, err := be.ApplyJobs(context.Background(), "nul\x00set", nil, false); !errors.As(err, &in) {
+		t.Errorf("ApplyJobs with a NUL in the set name: %v, want an InputError", err)
+	}
+	if out, stderr, code := runCmd(t, nil, "jobs", "--config", cfg); code != 0 || strings.Contains(out, "t1") {
+		t.Errorf("jobs after the refusals: exit %d, %q %q: something was applied", code, out, stderr)
+	}
+}
