@@ -105,6 +105,8 @@ func TestValidateAgreesWithRun(t *testing.T) {
 			bad: "the in-process store lives inside its one replica"},
 		{name: "bad ONETICK_REDIS_URL", config: "../../examples/hello.yaml", env: []string{"ONETICK_REDIS_URL=http://example.invalid"},
 			bad: "ONETICK_REDIS_URL: invalid Redis URL"},
+		{name: "a URL for a Sentinel topology", config: "../../examples/sentinel.yaml", env: []string{"ONETICK_REDIS_URL=redis://127.0.0.1:1/0"},
+			bad: "ONETICK_REDIS_URL: ../../examples/sentinel.yaml names a Redis sentinel (backend.redis.sentinel); a URL does not apply"},
 		{name: "credentials in a sentinel address", config: "backend:\n  redis:\n    sentinel:\n      primary: m\n      addrs: ['u:s3cret@127.0.0.1:1']\njobs: []\n",
 			bad: "bad.yaml:5: backend.redis.sentinel.addrs[0]: want host:port, got \"xxxxx@127.0.0.1:1\""},
 		{name: "missing CA file", config: "backend:\n  redis:\n    url: rediss://127.0.0.1:1\n    tls: {ca_file: /nonexistent/ca.pem}\njobs: []\n",
