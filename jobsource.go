@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Jobs can be defined at run time, kept in the store beside the jobs of
@@ -47,8 +49,9 @@ type JobsDiff struct {
 // ValidateJobSet checks the name of a job set; every JobStore refuses
 // another with this *InputError.
 func ValidateJobSet(set string) error {
-	if set == "" || len(set) > 100 || strings.ContainsAny(set, " \t\n|{}") {
-		return &InputError{Msg: fmt.Sprintf("job set %q: want 1 to 100 characters, no spaces, | or braces", set)}
+	if set == "" || len(set) > 100 || strings.ContainsAny(set, "|{}") || !utf8.ValidString(set) ||
+		strings.IndexFunc(set, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
+		return &InputError{Msg: fmt.Sprintf("job set %q: want 1 to 100 bytes of UTF-8, no spaces, control characters, | or braces", set)}
 	}
 	return nil
 }

@@ -136,9 +136,33 @@
 //
 // # Secrets
 //
-// No error message contains the Redis password, from the URL or the
-// password field; RedisURL returns the URL with credentials for
-// connecting, MaskedRedisURL one for logs.
+// No error message contains a password, a token or a webhook secret of the
+// file. RedisURL returns the URL with credentials for connecting;
+// MaskedRedisURL, MaskedPostgresURL and MaskedStore return the addresses
+// for logs, errors and status, masked by the one function that masks every
+// address onetick shows (internal/redact): the password of the user
+// information, the value of every query parameter but the known harmless
+// ones (sslmode, db, application_name, ...), the values of a keyword/value
+// string, whatever precedes an @ in a Sentinel or Cluster address (which
+// the file refuses anyway: credentials go in username and password).
+//
+// # Run blocks
+//
+// A job's run block is checked by its executor's own checks
+// (executor.CommandConfig.Validate, executor.HTTPConfig.Validate, which
+// executor.NewCommand and executor.NewHTTP call) while the file is read,
+// and what they refuse is reported at the field and line it is written
+// on: a webhook secret that is not "whsec_" and base64, a header value
+// with a control character, a reserved header, a method that is not a
+// token, a NUL in an argument. Run.Executor builds the executor. So a file
+// that Parse accepts never fails when a replica builds its executors.
+//
+// # Warnings
+//
+// Warnings lists what the file allows but weakens: TLS to Redis with
+// insecure_skip_verify, and a PostgreSQL URL to another host whose
+// sslmode does not verify the server (none, disable, allow, prefer or
+// require). `onetick validate` prints them, `onetick run` logs them.
 //
 // # Using the result
 //

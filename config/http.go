@@ -108,7 +108,7 @@ func (f *File) HTTPWarnings() Errors {
 		return nil
 	}
 	return Errors{{File: f.Path, Line: f.line("http.listen", f.line("http", 0)), Field: "http.listen",
-		Msg: fmt.Sprintf("warning: %s is not a loopback address and http.token is not set: /status, the status page "+
+		Msg: fmt.Sprintf("%s is not a loopback address and http.token is not set: /status, the status page "+
 			"and the API's reads are refused to every client (/metrics, /healthz and /readyz stay open); "+
 			"set http.token (as ${VAR}) or listen on 127.0.0.1", f.HTTP.Listen)}}
 }

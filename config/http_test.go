@@ -58,7 +58,7 @@ func TestHTTPWarnings(t *testing.T) {
 		if (ws != nil) != tc.warn {
 			t.Errorf("%q: warnings %v, want %v", tc.yaml, ws, tc.warn)
 		}
-		if ws != nil && (!strings.HasPrefix(ws.Error(), "test.yaml:") || !strings.Contains(ws.Error(), "http.listen: warning:") ||
+		if ws != nil && (!strings.HasPrefix(ws.Error(), "test.yaml:") || !strings.Contains(ws.Error(), "http.listen: ") ||
 			!strings.Contains(ws.Error(), "http.token is not set")) {
 			t.Errorf("%q: warning %q", tc.yaml, ws)
 		}

@@ -16,6 +16,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/onetick/onetick/internal/redact"
 	otredis "github.com/onetick/onetick/redis"
 
 	"github.com/onetick/onetick"
@@ -45,8 +46,12 @@ type parser struct {
 	active   map[*yaml.Node]int
 	budget   int
 	overflow bool
-	// secrets are removed from the messages of backend.redis errors.
+	// secrets are removed from the messages of the errors near them
+	// (redact).
 	secrets []string
+	// itemLines, while a run block is read, records the line of every
+	// string in it by path (checkExecutor names them).
+	itemLines map[string]int
 	// base, for a jobs file, is the configuration its jobs join.
 	base *File
 	// fast is the job list read apart, standing in the document as
@@ -517,6 +522,9 @@ func (p *parser) str(e entry, path string) (string, bool) {
 		p.errorf(e.line, path, "must be a string, got %s", p.kindText(d))
 		return "", false
 	}
+	if p.itemLines != nil {
+		p.itemLines[path] = e.line
+	}
 	return p.scalar(d, path).Value, true
 }
 
@@ -787,12 +795,7 @@ func (p *parser) checkURL(raw string, line int) string {
 			}
 		}
 	}
-	// The query is left out: a misplaced ?password=... must not show.
-	shown := maskURL(raw)
-	if i := strings.IndexAny(shown, "?#"); i >= 0 {
-		shown = shown[:i] + "?..."
-	}
-	masked := strconv.Quote(short(shown))
+	masked := strconv.Quote(short(redact.URL(raw)))
 	// Parser messages quote parts of the URL, which may be parts of a
 	// password (whose special characters were not escaped) or of a query
 	// value: with either present, only the kind of problem is shown.
@@ -838,10 +841,12 @@ func (p *parser) checkURL(raw string, line int) string {
 	return u.Scheme
 }
 
-// redact removes secrets from the messages of backend.redis errors.
+// redact removes the secrets the file holds (passwords, the token) from
+// the messages of the errors of the fields near them: the backend and the
+// listener. (The jobs' messages never quote a secret's value.)
 func (p *parser) redact() {
 	for _, e := range p.errs {
-		if !strings.HasPrefix(e.Field, "backend.redis") && !strings.HasPrefix(e.Field, "http") {
+		if !strings.HasPrefix(e.Field, "backend.") && !strings.HasPrefix(e.Field, "http") {
 			continue
 		}
 		for _, s := range p.secrets {

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/onetick/onetick/internal/redact"
 	"github.com/onetick/onetick/postgres"
 )
 
@@ -79,7 +80,7 @@ func (f *File) MaskedPostgresURL() string {
 	if f.Backend.Postgres == nil {
 		return ""
 	}
-	return postgres.MaskURL(f.Backend.Postgres.URL)
+	return redact.URL(f.Backend.Postgres.URL)
 }
 
 // PostgresOptions are the options of the PostgreSQL backend.

@@ -13,20 +13,9 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/onetick/onetick/internal/redact"
 	otredis "github.com/onetick/onetick/redis"
 )
-
-// maskURL hides the credentials of a Redis URL, also when it lacks a
-// scheme.
-func maskURL(raw string) string {
-	if strings.Contains(raw, "://") {
-		return otredis.MaskURL(raw)
-	}
-	if at := strings.LastIndex(raw, "@"); at >= 0 {
-		return "xxxxx@" + raw[at+1:]
-	}
-	return raw
-}
 
 // MaskedRedisURL returns the Redis URL with its password hidden, for logs.
 // It is "" without a Redis backend.
@@ -36,11 +25,19 @@ func (f *File) MaskedRedisURL() string {
 	case r == nil:
 		return ""
 	case r.Sentinel != nil:
-		return "sentinel " + r.Sentinel.Primary + " via " + strings.Join(r.Sentinel.Addrs, ",")
+		return "sentinel " + r.Sentinel.Primary + " via " + maskedAddrs(r.Sentinel.Addrs)
 	case r.Cluster != nil:
-		return "cluster via " + strings.Join(r.Cluster.Addrs, ",")
+		return "cluster via " + maskedAddrs(r.Cluster.Addrs)
 	}
-	return maskURL(r.URL)
+	return redact.URL(r.URL)
+}
+
+func maskedAddrs(addrs []string) string {
+	m := make([]string, len(addrs))
+	for i, a := range addrs {
+		m[i] = redact.URL(a)
+	}
+	return strings.Join(m, ",")
 }
 
 // RedisURL returns the effective Redis URL, with the username and password
@@ -170,7 +167,7 @@ func (f *File) RedisOptions() (*goredis.Options, error) {
 	o, err := goredis.ParseURL(f.RedisURL())
 	if err != nil {
 		return nil, Errors{{File: f.Path, Line: f.line("backend.redis.url", 0), Field: "backend.redis.url",
-			Msg: "invalid URL " + maskURL(r.URL)}}
+			Msg: "invalid URL " + redact.URL(r.URL) + ": " + redact.Error(err)}}
 	}
 	tc, err := f.TLSConfig()
 	if err != nil {

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
@@ -175,6 +174,8 @@ func (p *parser) run(e entry, disp string) (*Run, bool) {
 		return nil, false
 	}
 	r := &Run{Line: e.line}
+	p.itemLines = map[string]int{}
+	defer func() { p.itemLines = nil }()
 	sec := p.fields(p.entries(m, path), path, path, "command", "http", "timeout", "max_attempts", "backoff", "max_backoff", "overlap")
 	good := true
 	if x, ok := sec["timeout"]; ok {
@@ -255,6 +256,12 @@ func (p *parser) run(e entry, disp string) (*Run, bool) {
 			good = false
 		}
 	}
+	if good {
+		// What the executor refuses when a replica starts, refused here.
+		n := len(p.errs)
+		p.checkExecutor(r, path, e.line)
+		good = len(p.errs) == n
+	}
 	return r, good
 }
 
@@ -292,12 +299,6 @@ func (p *parser) command(e entry, path string) (*CommandRun, bool) {
 	if x, ok := sec["env"]; ok {
 		c.Env, ok = p.strMap(x, path+".env")
 		good = good && ok
-		for k := range c.Env {
-			if strings.HasPrefix(k, "ONETICK_") {
-				p.errorf(x.line, path+".env", "%s: names starting with ONETICK_ are set by onetick", k)
-				good = false
-			}
-		}
 	}
 	if x, ok := sec["dir"]; ok {
 		c.Dir, ok = p.str(x, path+".dir")
@@ -328,13 +329,6 @@ func (p *parser) httpRun(e entry, path string) (*HTTPRun, bool) {
 	if x, ok := sec["url"]; ok {
 		h.URL, ok = p.str(x, path+".url")
 		good = good && ok
-		if ok {
-			u, err := url.Parse(h.URL)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				p.errorf(x.line, path+".url", "must be an absolute http:// or https:// URL")
-				good = false
-			}
-		}
 	} else {
 		p.errorf(e.line, path+".url", "is required")
 		good = false

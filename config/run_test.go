@@ -15,7 +15,24 @@ var runErrCases = []errCase{
 	{name: "run command empty", yaml: "jobs:\n  - name: a\n    schedule: '@daily'\n    run:\n      command: []\n",
 		want: []want{{5, "jobs[0] (a).run.command", "empty list"}}},
 	{name: "run command env reserved", yaml: "jobs:\n  - name: a\n    schedule: '@daily'\n    run:\n      command:\n        argv: [x]\n        env: {ONETICK_JOB: y}\n",
-		want: []want{{7, "jobs[0] (a).run.command.env", "ONETICK_JOB: names starting with ONETICK_"}}},
+		want: []want{{7, "jobs[0] (a).run.command.env.ONETICK_JOB", "ONETICK_JOB: names starting with ONETICK_"}}},
+	// What the executors refuse when a replica starts is refused here.
+	{name: "run http secret not base64", yaml: "jobs:\n  - name: a\n    schedule: '@daily'\n    run:\n      http:\n        url: 'https://x'\n        secrets:\n          - whsec_%%%%top-s3cret%%%%\n", secret: "top-s3cret",
+		want: []want{{8, "jobs[0] (a).run.http.secrets[0]", "is not standard base64"}}},
+	{name: "run http secret without prefix", yaml: "jobs:\n  - name: a\n    schedule: '@daily'\n    run:\n      http: {url: 'https://x', secrets: [whsec_MDEyMzQ1Njc4OWFiY2RlZmdoaWprbG1u, top-s3cret-raw]}\n", secret: "top-s3cret",
+		want: []want{{5, "jobs[0] (a).run.http.secrets[1]", "must start with \"whsec_\""}}},
+	{name: "run http header control character", yaml: "jobs:\n  - name: a\n    schedule: '@daily'\n    run:\n      http:\n        url: 'https://x'\n        secrets: [whsec_MDEyMzQ1Njc4OWFiY2RlZmdoaWprbG1u]\n        headers:\n          X-Ok: fine\n          X-Team: \"a\\rb\"\n",
+		want: []want{{10, "jobs[0] (a).run.http.headers.X-Team", "control character"}}},
+	{name: "run http reserved header", yaml: "jobs:\n  - name: a\n    schedule: '@daily'\n    run:\n      http:\n        url: 'https://x'\n        secrets: [whsec_MDEyMzQ1Njc4OWFiY2RlZmdoaWprbG1u]\n        headers: {Content-Type: text/plain}\n",
+		want: []want{{8, "jobs[0] (a).run.http.headers.Content-Type", "set by the executor"}}},
+	{name: "run http method", yaml: "jobs:\n  - name: a\n    schedule: '@daily'\n    run:\n      http: {url: 'https://x', method: 'PO ST', secrets: [whsec_MDEyMzQ1Njc4OWFiY2RlZmdoaWprbG1u]}\n",
+		want: []want{{5, "jobs[0] (a).run.http.method", "is not an HTTP method"}}},
+	{name: "run command NUL in argv", yaml: "jobs:\n  - name: a\n    schedule: '@daily'\n    run:\n      command:\n        - /bin/echo\n        - \"a\\0b\"\n",
+		want: []want{{7, "jobs[0] (a).run.command[1]", "NUL byte"}}},
+	{name: "run command NUL in dir", yaml: "jobs:\n  - name: a\n    schedule: '@daily'\n    run:\n      command:\n        argv: [x]\n        dir: \"/tmp\\0\"\n",
+		want: []want{{7, "jobs[0] (a).run.command.dir", "NUL byte"}}},
+	{name: "run command kill grace", yaml: "jobs:\n  - name: a\n    schedule: '@daily'\n    run:\n      command:\n        argv: [x]\n        kill_grace: -1s\n",
+		want: []want{{7, "jobs[0] (a).run.command.kill_grace", "must not be negative"}}},
 	{name: "run http url", yaml: "jobs:\n  - name: a\n    schedule: '@daily'\n    run:\n      http: {url: 'ftp://x', secrets: [s]}\n",
 		want: []want{{5, "jobs[0] (a).run.http.url", "absolute http:// or https://"}}},
 	{name: "run http without secrets", yaml: "jobs:\n  - name: a\n    schedule: '@daily'\n    run:\n      http: {url: 'https://x'}\n",
@@ -54,7 +71,7 @@ jobs:
       http:
         url: https://example.com/hook
         headers: {X-Env: prod}
-        secrets: [whsec_abc]
+        secrets: [whsec_MDEyMzQ1Njc4OWFiY2RlZmdoaWprbG1u]
       overlap: allow
       max_attempts: 5
 `), noEnv)

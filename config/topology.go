@@ -8,6 +8,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/onetick/onetick/internal/redact"
 	otredis "github.com/onetick/onetick/redis"
 )
 
@@ -94,8 +95,13 @@ func (p *parser) addrs(e entry, line int, path string) []string {
 		p.errorf(e.line, path, "is empty: give at least one host:port")
 	}
 	for i, a := range list {
+		field := fmt.Sprintf("%s[%d]", path, i)
+		if strings.Contains(a, "@") {
+			p.errorf(e.line, field, "want host:port, got %q: credentials go in username and password, not in the address", short(redact.URL(a)))
+			continue
+		}
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-			p.errorf(e.line, fmt.Sprintf("%s[%d]", path, i), "want host:port, got %q", short(a))
+			p.errorf(e.line, field, "want host:port, got %q", short(redact.URL(a)))
 		}
 	}
 	return list

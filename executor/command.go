@@ -52,12 +52,15 @@ type Command struct {
 
 var _ Executor = (*Command)(nil)
 
-// NewCommand validates cfg and returns the executor. Configuration errors
-// are *onetick.ConfigError naming the field. It fails when the program did
-// not call MaybeSupervise first, because every run re-executes the program
-// as its supervisor.
+// NewCommand validates cfg (Validate) and returns the executor.
+// Configuration errors are *onetick.ConfigError naming the field. It fails
+// when the program did not call MaybeSupervise first, because every run
+// re-executes the program as its supervisor.
 func NewCommand(cfg CommandConfig) (*Command, error) {
 	if err := supervisorAvailable(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	c := &Command{
@@ -68,45 +71,52 @@ func NewCommand(cfg CommandConfig) (*Command, error) {
 		grace:   cfg.KillGrace,
 		log:     cfg.Logger,
 	}
-	switch {
-	case len(c.argv) == 0:
-		return nil, configErr("Argv", "is required: the program and its arguments")
-	case c.argv[0] == "":
-		return nil, configErr("Argv[0]", "must name a program")
-	}
-	for i, a := range c.argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			return nil, configErr(fmt.Sprintf("Argv[%d]", i), "contains a NUL byte")
-		}
-	}
-	for i, kv := range c.env {
-		field := fmt.Sprintf("Env[%d]", i)
-		k, _, ok := strings.Cut(kv, "=")
-		switch {
-		case !ok || k == "":
-			return nil, configErr(field, "must be KEY=VALUE")
-		case strings.IndexByte(kv, 0) >= 0:
-			return nil, configErr(field, "contains a NUL byte")
-		case strings.HasPrefix(k, "ONETICK_"):
-			return nil, configErr(field, "%s: names starting with ONETICK_ are set by onetick", truncate(k, 64))
-		}
-	}
-	if strings.IndexByte(c.dir, 0) >= 0 {
-		return nil, configErr("Dir", "contains a NUL byte")
-	}
-	if c.timeout < 0 {
-		return nil, configErr("Timeout", "must not be negative")
-	}
-	switch {
-	case c.grace < 0:
-		return nil, configErr("KillGrace", "must not be negative")
-	case c.grace == 0:
+	if c.grace == 0 {
 		c.grace = DefaultKillGrace
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	return c, nil
+}
+
+// Validate checks cfg as NewCommand does, without needing the supervisor:
+// the configuration's own checks (onetick validate) call it, so that a
+// file it accepts never fails here when a replica starts. Errors are
+// *onetick.ConfigError naming the field.
+func (cfg CommandConfig) Validate() error {
+	switch {
+	case len(cfg.Argv) == 0:
+		return configErr("Argv", "is required: the program and its arguments")
+	case cfg.Argv[0] == "":
+		return configErr("Argv[0]", "must name a program")
+	}
+	for i, a := range cfg.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return configErr(fmt.Sprintf("Argv[%d]", i), "contains a NUL byte")
+		}
+	}
+	for i, kv := range cfg.Env {
+		field := fmt.Sprintf("Env[%d]", i)
+		k, _, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || k == "":
+			return configErr(field, "must be KEY=VALUE")
+		case strings.IndexByte(kv, 0) >= 0:
+			return configErr(field, "contains a NUL byte")
+		case strings.HasPrefix(k, "ONETICK_"):
+			return configErr(field, "%s: names starting with ONETICK_ are set by onetick", truncate(k, 64))
+		}
+	}
+	switch {
+	case strings.IndexByte(cfg.Dir, 0) >= 0:
+		return configErr("Dir", "contains a NUL byte")
+	case cfg.Timeout < 0:
+		return configErr("Timeout", "must not be negative")
+	case cfg.KillGrace < 0:
+		return configErr("KillGrace", "must not be negative")
+	}
+	return nil
 }
 
 // inheritedEnv names the variables a command inherits from onetick. The

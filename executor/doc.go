@@ -25,7 +25,7 @@
 // Errors say what happened in terms an operator can act on (the exit code
 // and the last lines of standard error; the HTTP status and the start of
 // the response body) and never contain a secret: not the command's
-// arguments or environment, not the URL's credentials or query, not the
+// arguments or environment, not the URL's password or query values, not the
 // configured headers, not the signing secrets or signatures.
 //
 // # Command
@@ -162,6 +162,6 @@
 // Redirects are not followed: the specification counts a 3xx as a failure,
 // and following it would send the signed body and the configured headers,
 // credentials included, wherever the receiver points. Logs carry the
-// method, the URL without credentials or query, the status and the tick,
-// never a header value, a secret or a signature.
+// method, the URL with its password and query values masked, the status
+// and the tick, never a header value, a secret or a signature.
 package executor

@@ -18,6 +18,7 @@ import (
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/executor/webhook"
+	"github.com/onetick/onetick/internal/redact"
 )
 
 // HTTP defaults and bounds.
@@ -36,7 +37,8 @@ type HTTPConfig struct {
 	// Method defaults to POST.
 	Method string
 	// URL is an absolute http or https URL. Credentials in it are sent but
-	// never logged; neither is its query.
+	// never logged: logs and errors show it with its password and the
+	// values of its query masked (package internal/redact).
 	URL string
 	// Headers are added to every request. They may carry credentials
 	// (Authorization): their values are never logged or put in errors. The
@@ -71,7 +73,7 @@ type HTTPConfig struct {
 type HTTP struct {
 	method  string
 	url     string
-	safeURL string // for logs and errors: no credentials, no query
+	safeURL string // for logs and errors: credentials masked
 	headers http.Header
 	timeout time.Duration
 	secrets []webhook.Secret
@@ -89,6 +91,15 @@ var reservedHeaders = map[string]bool{
 	"Webhook-Id": true, "Webhook-Timestamp": true, "Webhook-Signature": true,
 	"Content-Type": true, "Content-Length": true, "Host": true,
 	"Connection": true, "Transfer-Encoding": true,
+}
+
+// Validate checks cfg as NewHTTP does: the configuration's own checks
+// (onetick validate) call it, so that a file it accepts never fails in
+// NewHTTP when a replica starts. Errors are *onetick.ConfigError naming
+// the field.
+func (cfg HTTPConfig) Validate() error {
+	_, err := NewHTTP(cfg)
+	return err
 }
 
 // NewHTTP validates cfg and returns the executor. Errors are
@@ -120,7 +131,7 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	case u.Host == "":
 		return nil, configErr("URL", "has no host")
 	}
-	h.safeURL = redactURL(u)
+	h.safeURL = redact.URL(cfg.URL)
 	for name, value := range cfg.Headers {
 		field := fmt.Sprintf("Headers[%q]", truncate(name, 64))
 		switch {
@@ -287,7 +298,7 @@ func (h *HTTP) classify(resp *http.Response) error {
 	case code >= 300 && code <= 399:
 		e.Reason = "redirect not followed (update the URL)"
 		if loc, err := resp.Location(); err == nil {
-			e.Reason = "redirect to " + redactURL(loc) + " not followed (update the URL)"
+			e.Reason = "redirect to " + redact.URL(loc.String()) + " not followed (update the URL)"
 		}
 		return permanent(e)
 	case code == http.StatusGone:
@@ -333,17 +344,6 @@ func readSnippet(body io.Reader, n int) string {
 		s += "…"
 	}
 	return s
-}
-
-// redactURL drops what may carry credentials: the user info and the query.
-func redactURL(u *url.URL) string {
-	c := *u
-	c.User = nil
-	c.Fragment, c.RawFragment = "", ""
-	if c.RawQuery != "" || c.ForceQuery {
-		c.RawQuery, c.ForceQuery = "…", false
-	}
-	return c.String()
 }
 
 // isToken reports whether s is an RFC 9110 token (method and header names).

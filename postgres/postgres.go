@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/redact"
 )
 
 // Options configure a Backend.
@@ -91,11 +92,11 @@ func New(pool *pgxpool.Pool, opts Options) (*Backend, error) {
 func Open(ctx context.Context, url string, opts Options) (*Backend, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: url %s: %w", MaskURL(url), errors.Unwrap(err))
+		return nil, fmt.Errorf("postgres: url %s: %w", redact.URL(url), errors.Unwrap(err))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %s: %w", MaskURL(url), err)
+		return nil, fmt.Errorf("postgres: %s: %w", redact.URL(url), err)
 	}
 	b, err := New(pool, opts)
 	if err != nil {
@@ -109,23 +110,6 @@ func Open(ctx context.Context, url string, opts Options) (*Backend, error) {
 // ListenerName is the application_name of a Backend's LISTEN connection
 // on schema, as pg_stat_activity shows it.
 func ListenerName(schema string) string { return "onetick listener " + schema }
-
-// MaskURL hides the password of a postgres:// URL, for logs and errors.
-func MaskURL(url string) string {
-	scheme, rest, ok := strings.Cut(url, "://")
-	if !ok {
-		return url
-	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return url
-	}
-	user, _, hasPw := strings.Cut(rest[:at], ":")
-	if !hasPw {
-		return url
-	}
-	return scheme + "://" + user + ":xxxxx@" + rest[at+1:]
-}
 
 // Pool returns the connection pool.
 func (b *Backend) Pool() *pgxpool.Pool { return b.pool }

@@ -38,6 +38,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/redact"
 )
 
 // Options configure a Backend.
@@ -114,29 +115,11 @@ func New(c goredis.UniversalClient, opts Options) *Backend {
 func Open(url string, opts Options) (*Backend, error) {
 	o, err := goredis.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("redis: url %s: %w", MaskURL(url), err)
+		return nil, fmt.Errorf("redis: url %s: %s", redact.URL(url), redact.Error(err))
 	}
 	b := New(goredis.NewClient(o), opts)
 	b.owns = true
 	return b, nil
-}
-
-// MaskURL hides the password of a Redis URL, for logs and errors.
-func MaskURL(url string) string {
-	scheme, rest, ok := strings.Cut(url, "://")
-	if !ok {
-		return url
-	}
-	at := strings.LastIndex(rest, "@")
-	if at < 0 {
-		return url
-	}
-	user, _, hasPw := strings.Cut(rest[:at], ":")
-	if !hasPw && user != "" {
-		// redis://password@host is how some clients spell a bare password.
-		return scheme + "://xxxxx@" + rest[at+1:]
-	}
-	return scheme + "://" + user + ":xxxxx@" + rest[at+1:]
 }
 
 // Client returns the underlying client.

@@ -89,21 +89,6 @@ func TestConformanceWithoutKeyspaceEvents(t *testing.T) {
 	backendtest.Exercise(t, harness(t, srv))
 }
 
-func TestMaskURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"redis://127.0.0.1:6379/0":        "redis://127.0.0.1:6379/0",
-		"redis://:s3cret@host:6379/0":     "redis://:xxxxx@host:6379/0",
-		"rediss://user:s3cret@host:6380":  "rediss://user:xxxxx@host:6380",
-		"redis://s3cret@host":             "redis://xxxxx@host",
-		"redis://user:p@ss@word@host:1/2": "redis://user:xxxxx@host:1/2",
-		"not a url":                       "not a url",
-	} {
-		if got := redis.MaskURL(in); got != want {
-			t.Errorf("MaskURL(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // FuzzClaimDamage drives the claim path against a real redis-server with
 // random batches, damage between claims and superseded leaders
 // (backendtest.ClaimFuzz), from the fuzzer's seed.

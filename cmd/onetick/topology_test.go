@@ -15,27 +15,33 @@ import (
 )
 
 // TestRunOnSentinelAndCluster: a replica configured for a Sentinel
-// topology or a Redis Cluster leads and fires, and status and /readyz say
-// which topology and which primary they see.
+// topology or a Redis Cluster, every server behind a password, leads and
+// fires, and status and /readyz say which topology and which primary they
+// see; no password shows on any path (validate, status, /readyz, /status,
+// the log).
 func TestRunOnSentinelAndCluster(t *testing.T) {
-	topo := redistest.StartSentinel(t, redistest.SentinelOptions{})
-	cl := redistest.StartCluster(t, redistest.ClusterOptions{})
+	const dataPw, sentinelPw, clusterPw = "data-s3cret-pw", "sentinel-s3cret-pw", "cluster-s3cret-pw"
+	topo := redistest.StartSentinel(t, redistest.SentinelOptions{Password: dataPw, SentinelPassword: sentinelPw})
+	cl := redistest.StartCluster(t, redistest.ClusterOptions{Password: clusterPw})
 	sentinelYAML := fmt.Sprintf(`backend:
   redis:
     sentinel:
       primary: %s
       addrs: [%s]
+      password: %s
+    password: %s
     durability: replicated
 jobs:
   - {name: hb, schedule: "@every 1s"}
-`, topo.MasterName(), strings.Join(topo.SentinelAddrs(), ", "))
+`, topo.MasterName(), strings.Join(topo.SentinelAddrs(), ", "), sentinelPw, dataPw)
 	clusterYAML := fmt.Sprintf(`backend:
   redis:
     cluster:
       addrs: [%s]
+    password: %s
 jobs:
   - {name: hb, schedule: "@every 1s"}
-`, strings.Join(cl.Addrs(), ", "))
+`, strings.Join(cl.Addrs(), ", "), clusterPw)
 	primary, err := topo.PrimaryAddr(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -53,9 +59,11 @@ jobs:
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := writeFile(t, tc.name+".yaml", tc.yaml)
-			if out, stderr, code := runCmd(t, nil, "validate", "--config", cfg); code != 0 {
+			out, stderr, code := runCmd(t, nil, "validate", "--config", cfg)
+			if code != 0 {
 				t.Fatalf("validate: %d %s %s", code, out, stderr)
 			}
+			noSecret(t, "validate", out+stderr, dataPw, sentinelPw, clusterPw)
 			p := startProc(t, "r0", "--config", cfg)
 			addr := <-p.addr
 			p.waitEvent("became leader", 0, 15*time.Second)
@@ -69,13 +77,23 @@ jobs:
 					t.Fatalf("no ticks in %s", tc.stream)
 				}
 			}
-			out, _, code := runCmd(t, nil, "status", "--config", cfg)
+			out, stderr, code = runCmd(t, nil, "status", "--config", cfg)
 			if code != 0 || !strings.Contains(out, tc.want) {
 				t.Fatalf("status: %d\n%s\nwant %q", code, out, tc.want)
 			}
-			if code, body := getURL(t, "http://"+addr+"/readyz"); code != 200 || !strings.Contains(body, tc.want) {
+			noSecret(t, "status", out+stderr, dataPw, sentinelPw, clusterPw)
+			code, body := getURL(t, "http://"+addr+"/readyz")
+			if code != 200 || !strings.Contains(body, tc.want) {
 				t.Fatalf("/readyz %d %q, want %q", code, body, tc.want)
 			}
+			noSecret(t, "/readyz", body, dataPw, sentinelPw, clusterPw)
+			_, body = getURL(t, "http://"+addr+"/status")
+			noSecret(t, "/status", body, dataPw, sentinelPw, clusterPw)
+			p.mu.Lock()
+			for _, ev := range p.events {
+				noSecret(t, "the log", ev.Raw, dataPw, sentinelPw, clusterPw)
+			}
+			p.mu.Unlock()
 		})
 	}
 }

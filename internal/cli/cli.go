@@ -114,7 +114,9 @@ func report(err error, w io.Writer) int {
 		code = ExitUsage
 	}
 	for _, line := range strings.Split(strings.TrimRight(err.Error(), "\n"), "\n") {
-		fmt.Fprintln(w, "onetick:", line)
+		// Errors of the root package carry the prefix already ("onetick:
+		// unknown job"): one is enough.
+		fmt.Fprintln(w, "onetick:", printable(strings.TrimPrefix(line, "onetick: ")))
 	}
 	return code
 }

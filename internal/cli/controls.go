@@ -107,11 +107,11 @@ func cmdPause(ctx context.Context, args []string, env Env) error {
 	}
 	return c.print(env.Stdout, ctl, func() {
 		if !ctl.Changed {
-			fmt.Fprintf(env.Stdout, "%s was paused already; the reason recorded is now: %s\n", job, ctl.Actor.Reason)
+			fprintf(env.Stdout, "%s was paused already; the reason recorded is now: %s\n", job, ctl.Actor.Reason)
 			return
 		}
 		since := ctl.Intervals[len(ctl.Intervals)-1].Since
-		fmt.Fprintf(env.Stdout, "paused %s since %s (by %s: %s); its slots are recorded as paused until `onetick resume %s`\n",
+		fprintf(env.Stdout, "paused %s since %s (by %s: %s); its slots are recorded as paused until `onetick resume %s`\n",
 			job, since.Format(time.RFC3339), ctl.Actor.Who, ctl.Actor.Reason, job)
 	})
 }
@@ -131,10 +131,10 @@ func cmdResume(ctx context.Context, args []string, env Env) error {
 	return c.print(env.Stdout, ctl, func() {
 		n := len(ctl.Intervals)
 		if !ctl.Changed || n == 0 {
-			fmt.Fprintf(env.Stdout, "%s was not paused; nothing changed\n", job)
+			fprintf(env.Stdout, "%s was not paused; nothing changed\n", job)
 			return
 		}
-		fmt.Fprintf(env.Stdout, "resumed %s at %s; it fires from its next slot (paused slots are not caught up)\n",
+		fprintf(env.Stdout, "resumed %s at %s; it fires from its next slot (paused slots are not caught up)\n",
 			job, ctl.Intervals[n-1].Until.Format(time.RFC3339))
 	})
 }
@@ -156,9 +156,9 @@ func cmdTrigger(ctx context.Context, args []string, env Env) error {
 	if err := c.print(env.Stdout, res, func() {
 		switch {
 		case res.Enqueued:
-			fmt.Fprintf(env.Stdout, "triggered %s: tick %s (retry with --key %s to be sure; it will not enqueue twice)\n", job, res.Tick, res.Key)
+			fprintf(env.Stdout, "triggered %s: tick %s (retry with --key %s to be sure; it will not enqueue twice)\n", job, res.Tick, res.Key)
 		case res.Outcome == onetick.Duplicate.String():
-			fmt.Fprintf(env.Stdout, "tick %s was enqueued before (same key); nothing enqueued again\n", res.Tick)
+			fprintf(env.Stdout, "tick %s was enqueued before (same key); nothing enqueued again\n", res.Tick)
 		}
 	}); err != nil {
 		return err
@@ -204,12 +204,12 @@ func cmdBackfill(ctx context.Context, args []string, env Env) error {
 					state = "already enqueued"
 				}
 			}
-			fmt.Fprintf(env.Stdout, "%s  %s  %s\n", s.String(), onetick.TickID(job, s), state)
+			fprintf(env.Stdout, "%s  %s  %s\n", s.String(), onetick.TickID(job, s), state)
 		}
 		if res.DryRun {
-			fmt.Fprintf(env.Stdout, "dry run: %d slots; nothing enqueued\n", len(res.Slots))
+			fprintf(env.Stdout, "dry run: %d slots; nothing enqueued\n", len(res.Slots))
 		} else {
-			fmt.Fprintf(env.Stdout, "%d slots: %d enqueued, %d already enqueued, %d other\n", len(res.Slots), res.Enqueued, res.Duplicates, res.Other)
+			fprintf(env.Stdout, "%d slots: %d enqueued, %d already enqueued, %d other\n", len(res.Slots), res.Enqueued, res.Duplicates, res.Other)
 		}
 	})
 }
@@ -239,7 +239,7 @@ func cmdJobs(ctx context.Context, args []string, env Env) error {
 			if err != nil {
 				loc = time.UTC
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, jobState(j), j.Schedule, j.Zone, fmtSlot(j.LastFired, loc), fmtSlot(j.Next, loc))
+			fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, jobState(j), j.Schedule, j.Zone, fmtSlot(j.LastFired, loc), fmtSlot(j.Next, loc))
 		}
 		_ = tw.Flush()
 	})

@@ -53,7 +53,7 @@ func cmdDead(ctx context.Context, args []string, env Env) error {
 			return err
 		}
 		return c.print(env.Stdout, dl, func() {
-			fmt.Fprintf(env.Stdout, "replayed %s: tick %s is back in %s as attempt 1 (same tick id)\n", dl.ID, dl.Tick, dl.Stream)
+			fprintf(env.Stdout, "replayed %s: tick %s is back in %s as attempt 1 (same tick id)\n", dl.ID, dl.Tick, dl.Stream)
 		})
 	}
 	dls, err := store.DeadLetters(sctx, *after, *n)
@@ -71,7 +71,7 @@ func cmdDead(ctx context.Context, args []string, env Env) error {
 		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tTICK\tAT\tATTEMPTS\tDELIVERIES\tERROR")
 		for _, d := range dls {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", d.ID, d.Tick, d.At.Format(time.RFC3339), d.Attempts, d.Deliveries, short(d.Error, 120))
+			fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", d.ID, d.Tick, d.At.Format(time.RFC3339), d.Attempts, d.Deliveries, short(d.Error, 120))
 		}
 		_ = tw.Flush()
 	})

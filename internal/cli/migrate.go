@@ -22,10 +22,11 @@ func cmdMigrate(ctx context.Context, args []string, env Env) error {
 	if len(pos) > 0 {
 		return badInput("migrate: unexpected argument %q", pos[0])
 	}
-	f, err := loadConfig(*sf.path)
+	c, err := check(*sf.path, overrides{redisURL: *sf.redisURL, data: *sf.data}, env)
 	if err != nil {
 		return err
 	}
+	f := c.f
 	switch {
 	case f.Backend.Postgres != nil:
 		mctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -33,7 +34,7 @@ func cmdMigrate(ctx context.Context, args []string, env Env) error {
 		b, err := openPostgres(mctx, f, false)
 		if err == nil {
 			_ = b.Close()
-			fmt.Fprintf(env.Stdout, "schema %s at %s is at version %d: nothing to do\n", f.Backend.Postgres.Schema, f.MaskedPostgresURL(), otpostgres.LatestVersion())
+			fprintf(env.Stdout, "schema %s at %s is at version %d: nothing to do\n", f.Backend.Postgres.Schema, f.MaskedPostgresURL(), otpostgres.LatestVersion())
 			return nil
 		}
 		b, err = openPostgres(mctx, f, true)
@@ -45,22 +46,19 @@ func cmdMigrate(ctx context.Context, args []string, env Env) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(env.Stdout, "schema %s at %s migrated to version %d\n", b.Schema(), f.MaskedPostgresURL(), v)
+		fprintf(env.Stdout, "schema %s at %s migrated to version %d\n", b.Schema(), f.MaskedPostgresURL(), v)
 		return nil
 	case f.Backend.Redis != nil:
-		fmt.Fprintf(env.Stdout, "%s: Redis keeps no schema: nothing to migrate\n", f.MaskedStore())
+		fprintf(env.Stdout, "%s: Redis keeps no schema: nothing to migrate\n", f.MaskedStore())
 		return nil
 	}
-	p, mem, err := embedded(f, *sf.data, false, env)
-	if err != nil {
-		return err
-	}
-	if mem {
+	p := c.statePath
+	if c.mem {
 		fmt.Fprintln(env.Stdout, "the memory store keeps nothing: nothing to migrate")
 		return nil
 	}
 	if _, err := os.Stat(p); err != nil {
-		fmt.Fprintf(env.Stdout, "no onetick state at %s yet: `onetick run` creates it at the current version\n", p)
+		fprintf(env.Stdout, "no onetick state at %s yet: `onetick run` creates it at the current version\n", p)
 		return nil
 	}
 	b, err := openBackend(ctx, f, p) // the file store migrates when opened
@@ -68,6 +66,6 @@ func cmdMigrate(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	_ = b.Close()
-	fmt.Fprintf(env.Stdout, "%s is at the current version (the file store migrates itself when opened)\n", p)
+	fprintf(env.Stdout, "%s is at the current version (the file store migrates itself when opened)\n", p)
 	return nil
 }

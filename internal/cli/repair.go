@@ -69,13 +69,13 @@ func cmdRepair(ctx context.Context, args []string, env Env) error {
 	left := 0
 	for _, d := range found {
 		if !d.Repairable {
-			fmt.Fprintf(out, "left alone: %s (%s): not one of onetick's keys; delete or rename it, or give the job another stream\n", d.Key, d.Reason)
+			fprintf(out, "left alone: %s (%s): not one of onetick's keys; delete or rename it, or give the job another stream\n", d.Key, d.Reason)
 			left++
 			continue
 		}
 		confirmed := false
 		if d.Kind == onetick.DamageNoExpiry {
-			fmt.Fprintf(out, "watching %s for %s: a live leader would renew it...\n", d.Key, *wait)
+			fprintf(out, "watching %s for %s: a live leader would renew it...\n", d.Key, *wait)
 			t := time.NewTimer(*wait)
 			select {
 			case <-ctx.Done():
@@ -89,7 +89,7 @@ func cmdRepair(ctx context.Context, args []string, env Env) error {
 			}
 			confirmed = stillThere(again, d)
 			if !confirmed {
-				fmt.Fprintf(out, "left alone: %s changed while watched (a live leader, or a repair): inspect again\n", d.Key)
+				fprintf(out, "left alone: %s changed while watched (a live leader, or a repair): inspect again\n", d.Key)
 				left++
 				continue
 			}
@@ -98,7 +98,7 @@ func cmdRepair(ctx context.Context, args []string, env Env) error {
 		if err != nil {
 			if errors.Is(err, onetick.ErrNotRepairable) {
 				left++
-				fmt.Fprintf(out, "left alone: %v\n", err)
+				fprintf(out, "left alone: %v\n", err)
 				continue
 			}
 			return fmt.Errorf("repairing %s: %v", d.Key, err)
@@ -107,7 +107,7 @@ func cmdRepair(ctx context.Context, args []string, env Env) error {
 		if d.Field != "" {
 			what += " field " + d.Field
 		}
-		fmt.Fprintf(out, "moved %s to %s\n", what, where)
+		fprintf(out, "moved %s to %s\n", what, where)
 	}
 	if left > 0 {
 		return fmt.Errorf("%d damaged pieces left for you to repair", left)

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
+	"github.com/onetick/onetick/internal/redact"
 	"github.com/onetick/onetick/memory"
 	otpostgres "github.com/onetick/onetick/postgres"
 	otredis "github.com/onetick/onetick/redis"
@@ -46,10 +45,13 @@ func applyRedisOverride(f *config.File, flagURL string, env Env) error {
 		return nil
 	}
 	if _, err := goredis.ParseURL(u); err != nil {
-		return badInput("%s: invalid Redis URL %s: %v", src, otredis.MaskURL(u), err)
+		return badInput("%s: invalid Redis URL %s: %s", src, redact.URL(u), redact.Error(err))
 	}
 	if f.Backend.Postgres != nil {
 		return badInput("%s: %s uses PostgreSQL (backend.postgres); a Redis URL does not apply", src, f.Path)
+	}
+	if r := f.Backend.Redis; r != nil && (r.Sentinel != nil || r.Cluster != nil) {
+		return badInput("%s: %s names a Redis %s (backend.redis.%s); a URL does not apply", src, f.Path, r.Topology(), r.Topology())
 	}
 	if f.Backend.Redis == nil {
 		f.Backend.Redis = &config.Redis{Prefix: config.DefaultPrefix, ClockTolerance: config.Duration(config.DefaultClockTolerance)}
@@ -257,45 +259,22 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	f, err := loadConfig(*path)
+	c, err := check(*path, overrides{redisURL: *redisURL, listen: *listen, role: *role, data: *data, inMemory: *inMemory}, env)
 	if err != nil {
 		return err
 	}
-	if err := applyRedisOverride(f, *redisURL, env); err != nil {
-		return err
+	f, jobs, statePath := c.f, c.jobs, c.statePath
+	for _, w := range f.Warnings() {
+		log.Warn(w.Msg, "file", w.File, "line", w.Line, "field", w.Field)
 	}
-	if *listen != "" {
-		if *listen != config.ListenOff {
-			if _, _, err := net.SplitHostPort(*listen); err != nil {
-				return badInput("--listen: want host:port or off, got %q", *listen)
+	if f.Role != config.RoleScheduler {
+		// Whatever can refuse an executor, before the store is touched
+		// (the worker builds its own below).
+		for _, j := range runJobs(f) {
+			if _, err := executorOf(j, log); err != nil {
+				return fmt.Errorf("%s:%d: jobs (%s).run: %v", f.Path, j.Run.Line, j.Name, err)
 			}
 		}
-		f.HTTP.Listen = *listen
-	}
-	switch *role {
-	case "":
-	case config.RoleBoth, config.RoleScheduler, config.RoleWorker:
-		f.Role = *role
-	default:
-		return badInput("--role: must be both, scheduler or worker, got %q", *role)
-	}
-	if (*data != "" || *inMemory) && f.Shared() {
-		return badInput("--data and --memory choose the embedded backend, and %s uses %s", f.Path, f.MaskedStore())
-	}
-	statePath := ""
-	if !f.Shared() {
-		p, mem, err := embedded(f, *data, *inMemory, env)
-		if err != nil {
-			return err
-		}
-		statePath = p
-		if mem && f.Role != config.RoleBoth {
-			return badInput("--role %s: the in-process store lives inside its one replica, which must both schedule and work", f.Role)
-		}
-	}
-	jobs, err := f.OneTickJobs()
-	if err != nil {
-		return usageError{err}
 	}
 	if *replica == "" {
 		*replica = onetick.DefaultHolder()
@@ -368,9 +347,6 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 		mux := handler(reg, sched, b, func(ctx context.Context) string { return describeStore(ctx, f, b) }, done)
 		(&api{ops: &onetick.Ops{Backend: b, Jobs: jobs, Source: source}, http: f.HTTP, log: log, sched: sched, file: f}).register(mux)
 		hl.serve(mux)
-		for _, w := range f.HTTPWarnings() {
-			log.Warn("http: " + strings.TrimPrefix(w.Msg, "warning: "))
-		}
 		switch {
 		case f.HTTP.Token == "":
 			log.Info("http API is read-only: set http.token to allow pause, resume, trigger and backfill")

@@ -42,7 +42,7 @@ func cmdStatus(ctx context.Context, args []string, env Env) error {
 	}
 	runs := readRuns(sctx, f, b)
 	if !*asJSON {
-		fmt.Fprintf(env.Stdout, "store: %s\n", describeStore(sctx, f, b))
+		fprintf(env.Stdout, "store: %s\n", describeStore(sctx, f, b))
 	}
 	if *asJSON {
 		enc := json.NewEncoder(env.Stdout)
@@ -69,11 +69,11 @@ func fmtSlot(s *onetick.Slot, loc *time.Location) string {
 
 func printStatus(w io.Writer, st *onetick.Status) {
 	if st.Leader != nil {
-		fmt.Fprintf(w, "leader: %s (epoch %d), lease %.1fs left\n", st.Leader.Holder, st.Leader.Epoch, st.Leader.TTLLeft)
+		fprintf(w, "leader: %s (epoch %d), lease %.1fs left\n", st.Leader.Holder, st.Leader.Epoch, st.Leader.TTLLeft)
 	} else {
 		fmt.Fprintln(w, "leader: none")
 	}
-	fmt.Fprintf(w, "store time: %s\n\nleadership history (newest first):\n", st.StoreTime.Format(time.RFC3339))
+	fprintf(w, "store time: %s\n\nleadership history (newest first):\n", st.StoreTime.Format(time.RFC3339))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  EPOCH\tHOLDER\tSTART\tEND\tENDED BY")
 	for _, t := range st.History {
@@ -83,7 +83,7 @@ func printStatus(w io.Writer, st *onetick.Status) {
 		} else if t.Reason != "" {
 			reason = string(t.Reason)
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", t.Epoch, t.Holder, t.Start.Format(time.RFC3339), end, reason)
+		fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", t.Epoch, t.Holder, t.Start.Format(time.RFC3339), end, reason)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\njobs:")
@@ -99,7 +99,7 @@ func printStatus(w io.Writer, st *onetick.Status) {
 			state = strings.Replace(state, fmt.Sprintf("%d missed", j.Gap),
 				fmt.Sprintf("%d missed (%s .. %s)", j.Gap, fmtSlot(j.GapFrom, loc), fmtSlot(j.GapTo, loc)), 1)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, j.Schedule, j.Zone, j.Prefer,
+		fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, j.Schedule, j.Zone, j.Prefer,
 			fmtSlot(j.LastFired, loc), fmtSlot(j.Next, loc), state)
 	}
 	_ = tw.Flush()
@@ -108,7 +108,7 @@ func printStatus(w io.Writer, st *onetick.Status) {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  AT\tACTION\tJOB\tWHO\tREASON\tDETAIL")
 		for _, c := range st.Controls {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", c.At.Format(time.RFC3339), c.Action, c.Job, c.Who, dash(c.Reason), dash(c.Detail))
+			fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", c.At.Format(time.RFC3339), c.Action, c.Job, c.Who, dash(c.Reason), dash(c.Detail))
 		}
 		_ = tw.Flush()
 	}
@@ -140,7 +140,7 @@ func printDamage(w io.Writer, ds []*onetick.DamageError) {
 		if !d.Repairable {
 			fix = "by hand (not onetick's key)"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", d.Key, field, job, d.Reason, fix)
+		fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", d.Key, field, job, d.Reason, fix)
 	}
 	_ = tw.Flush()
 }
@@ -179,7 +179,7 @@ func printRuns(w io.Writer, st *worker.Status) {
 	if st == nil {
 		return
 	}
-	fmt.Fprintf(w, "\nruns (worker group; %d dead letters in all: `onetick dead list`):\n", st.Dead)
+	fprintf(w, "\nruns (worker group; %d dead letters in all: `onetick dead list`):\n", st.Dead)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  JOB\tLAST OUTCOME\tLAST TICK\tAT\tIN FLIGHT\tDEAD LETTERS")
 	for _, j := range st.Jobs {
@@ -187,7 +187,7 @@ func printRuns(w io.Writer, st *worker.Status) {
 		if !j.LastAt.IsZero() {
 			at = j.LastAt.Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\n", j.Job, dash(string(j.LastOutcome)), dash(j.LastTick), at, j.InFlight, j.Dead)
+		fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\n", j.Job, dash(string(j.LastOutcome)), dash(j.LastTick), at, j.InFlight, j.Dead)
 	}
 	_ = tw.Flush()
 }

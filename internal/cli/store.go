@@ -24,39 +24,25 @@ func addStoreFlags(fs *flag.FlagSet) storeFlags {
 	}
 }
 
-// open loads the configuration, applies --redis and ONETICK_REDIS_URL,
-// refuses the embedded backend (it lives inside its one replica) and
-// opens the store. The caller closes the backend.
+// open checks the configuration as run does (check: with --redis,
+// ONETICK_REDIS_URL and --data applied), refuses the in-process store (it
+// lives inside its one replica) and opens the store. The caller closes the backend.
 func (sf storeFlags) open(ctx context.Context, name string, pos []string, env Env) (*config.File, []onetick.Job, onetick.Backend, error) {
 	if len(pos) > 0 {
 		return nil, nil, nil, badInput("%s: unexpected argument %q", name, pos[0])
 	}
-	f, err := loadConfig(*sf.path)
+	c, err := check(*sf.path, overrides{redisURL: *sf.redisURL, data: *sf.data}, env)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := applyRedisOverride(f, *sf.redisURL, env); err != nil {
-		return nil, nil, nil, err
+	f, jobs, path := c.f, c.jobs, c.statePath
+	if c.mem {
+		return nil, nil, nil, badInput("%s: %s keeps its state in memory (backend.memory): it lives inside its one replica; ask it at http://%s/status", name, f.Path, f.HTTP.Listen)
 	}
-	path := ""
-	if !f.Shared() {
-		p, mem, err := embedded(f, *sf.data, false, env)
-		if err != nil {
-			return nil, nil, nil, err
+	if path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: no onetick state at %s (%v): start `onetick run` first, or give --data", name, path, err)
 		}
-		if mem {
-			return nil, nil, nil, badInput("%s: %s keeps its state in memory (backend.memory): it lives inside its one replica; ask it at http://%s/status", name, f.Path, f.HTTP.Listen)
-		}
-		if _, err := os.Stat(p); err != nil {
-			return nil, nil, nil, fmt.Errorf("%s: no onetick state at %s (%v): start `onetick run` first, or give --data", name, p, err)
-		}
-		path = p
-	} else if *sf.data != "" {
-		return nil, nil, nil, badInput("--data is for the file store, and %s uses %s", f.Path, f.MaskedStore())
-	}
-	jobs, err := f.OneTickJobs()
-	if err != nil {
-		return nil, nil, nil, usageError{err}
 	}
 	b, err := openBackend(ctx, f, path)
 	if err != nil {

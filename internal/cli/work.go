@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -53,18 +52,7 @@ func runJobs(f *config.File) []config.Job {
 
 // executorOf builds the executor of a job's run block.
 func executorOf(j config.Job, log *slog.Logger) (executor.Executor, error) {
-	r := j.Run
-	if r.Command != nil {
-		env := make([]string, 0, len(r.Command.Env))
-		for k, v := range r.Command.Env {
-			env = append(env, k+"="+v)
-		}
-		sort.Strings(env)
-		return executor.NewCommand(executor.CommandConfig{Argv: r.Command.Argv, Env: env, Dir: r.Command.Dir,
-			Timeout: r.Timeout.D(), KillGrace: r.Command.KillGrace.D(), Logger: log})
-	}
-	return executor.NewHTTP(executor.HTTPConfig{Method: r.HTTP.Method, URL: r.HTTP.URL, Headers: r.HTTP.Headers,
-		Timeout: r.Timeout.D(), Secrets: r.HTTP.Secrets, Logger: log})
+	return j.Run.Executor(log)
 }
 
 // handlerOf adapts an executor to the worker: a permanent failure is
