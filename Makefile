@@ -34,6 +34,7 @@ build:
 	$(GO) build -o bin/onetick ./cmd/onetick
 
 fuzz:
+	$(GO) test -run xxx -fuzz FuzzURL -fuzztime 30s ./internal/redact/
 	$(GO) test -run xxx -fuzz FuzzTickID -fuzztime 30s .
 	$(GO) test -run xxx -fuzz FuzzParse -fuzztime 60s ./cron/
 	$(GO) test -run xxx -fuzz FuzzReference -fuzztime 60s ./cron/
