@@ -55,6 +55,9 @@ type Worker struct {
 	DoneRetention   Duration `yaml:"done_retention"`
 	MaxDeliveries   int      `yaml:"max_deliveries"`
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// Allow is what jobs defined at run time may run (allow_commands,
+	// allow_http_hosts); empty: no run blocks at run time.
+	Allow Allow `yaml:",inline"`
 }
 
 // Roles of a replica.
@@ -110,7 +113,18 @@ func (p *parser) worker(e entry) {
 		return
 	}
 	sec := p.fields(p.entries(m, "worker"), "worker", "worker", "group", "concurrency", "takeover_idle", "heartbeat",
-		"done_retention", "max_deliveries", "shutdown_timeout")
+		"done_retention", "max_deliveries", "shutdown_timeout", "allow_commands", "allow_http_hosts")
+	for _, l := range []struct {
+		key string
+		dst *[]string
+	}{{"allow_commands", &w.Allow.Commands}, {"allow_http_hosts", &w.Allow.HTTPHosts}} {
+		if x, ok := sec[l.key]; ok {
+			*l.dst, _ = p.strList(x, "worker."+l.key)
+		}
+	}
+	for _, pr := range checkAllowEntries(w.Allow) {
+		p.errorf(p.f.line(pr[0], e.line), pr[0], "%s", pr[1])
+	}
 	if x, ok := sec["group"]; ok {
 		if v, ok := p.str(x, "worker.group"); ok && v != "" {
 			if strings.ContainsAny(v, " \t\n") {

@@ -524,7 +524,11 @@ func (a *api) applySet(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, apiError{clipQuoted(err.Error())})
 		return
 	}
-	defs, err := jobDefs(f, a.ops.Jobs)
+	var allow config.Allow
+	if a.file != nil {
+		allow = allowOf(a.file)
+	}
+	defs, err := jobDefs(f, a.ops.Jobs, allow)
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, apiError{clipQuoted(err.Error())})
 		return

@@ -109,8 +109,9 @@ func (s storeSource) Jobs(ctx context.Context) ([]onetick.Job, int64, error) {
 
 // jobDefs validates the jobs of file (as `validate` does) and turns them
 // into definitions for the store, refusing names the configuration file
-// already defines and run blocks.
-func jobDefs(file *config.File, fileJobs []onetick.Job) ([]onetick.StoredJob, error) {
+// already defines and run blocks that allow (the configuration file's
+// worker.allow_commands and worker.allow_http_hosts) does not cover.
+func jobDefs(file *config.File, fileJobs []onetick.Job, allow config.Allow) ([]onetick.StoredJob, error) {
 	if _, err := file.OneTickJobs(); err != nil {
 		return nil, usageError{err}
 	}
@@ -126,8 +127,12 @@ func jobDefs(file *config.File, fileJobs []onetick.Job) ([]onetick.StoredJob, er
 			problems = append(problems, fmt.Sprintf("%s:%d: job %q is defined in the configuration file too: a job lives in one place; rename it or remove it from one of them", file.Path, j.Line, j.Name))
 			continue
 		case j.Run != nil:
-			problems = append(problems, fmt.Sprintf("%s:%d: job %q has a run block: jobs applied at run time are scheduled only; give them run blocks in the configuration file, or consume their stream", file.Path, j.Line, j.Name))
-			continue
+			if refused := allow.CheckRun(j.Name, j.Run); refused != nil {
+				for _, r := range refused {
+					problems = append(problems, fmt.Sprintf("%s:%d: %s", file.Path, j.Run.Line, r))
+				}
+				continue
+			}
 		}
 		def, err := j.JobDef()
 		if err != nil {
@@ -139,6 +144,13 @@ func jobDefs(file *config.File, fileJobs []onetick.Job) ([]onetick.StoredJob, er
 		return nil, badInput("%s", strings.Join(problems, "\n"))
 	}
 	return out, nil
+}
+
+// allowOf is f's allow-list of run blocks at run time, naming f.
+func allowOf(f *config.File) config.Allow {
+	a := f.Worker.Allow
+	a.Path = f.Path
+	return a
 }
 
 func printDiff(w io.Writer, set string, d onetick.JobsDiff) {
@@ -197,7 +209,7 @@ func cmdJobSets(ctx context.Context, sub string, args []string, env Env) error {
 		if lerr != nil {
 			return usageError{lerr}
 		}
-		defs, derr := jobDefs(src, jobs)
+		defs, derr := jobDefs(src, jobs, allowOf(f))
 		if derr != nil {
 			return derr
 		}
