@@ -69,8 +69,8 @@
 // claimed again after it), streams, the lease (a crashed leader's lease
 // stays until its TTL runs out, as in Redis), the epoch and the history,
 // pauses and the control log, and the workers' state: work in flight
-// (taken over once its worker is not alive), done records, scheduled retries and dead
-// letters. Every operation is one transaction, committed with
+// (taken over once its worker is not alive), done records, scheduled
+// retries and dead letters. Every operation is one transaction, committed with
 // synchronous=FULL: an operation that returned has reached the disk, and
 // one cut short by kill -9 or a power loss left nothing behind (a claim
 // writes its records, last-fired slots and stream entries all or none).

@@ -289,14 +289,7 @@ func testDuplicateAcrossKill(t *testing.T, env Env) {
 	var final []Event // the run that succeeded, per tick
 	twice := 0
 	for _, id := range ids {
-		var byVictim, elsewhere []Event
-		for _, e := range starts(evs, id) {
-			if e.Member == victim.Consumer {
-				byVictim = append(byVictim, e)
-			} else {
-				elsewhere = append(elsewhere, e)
-			}
-		}
+		byVictim, elsewhere := startsBy(evs, id, victim.Consumer)
 		switch {
 		case recs[id].Consumer == victim.Consumer:
 			if len(byVictim) != 1 || len(elsewhere) != 0 {

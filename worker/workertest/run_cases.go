@@ -177,14 +177,7 @@ func testKilledMidRun(t *testing.T, env Env) {
 	evs := f.snapshot()
 	reruns := 0
 	for _, id := range ids {
-		var byVictim, elsewhere []Event
-		for _, e := range starts(evs, id) {
-			if e.Member == victim.Consumer {
-				byVictim = append(byVictim, e)
-			} else {
-				elsewhere = append(elsewhere, e)
-			}
-		}
+		byVictim, elsewhere := startsBy(evs, id, victim.Consumer)
 		switch {
 		case recs[id].Consumer == victim.Consumer:
 			if len(elsewhere) != 0 {

@@ -172,6 +172,18 @@ func starts(evs []Event, tick string) []Event {
 	return out
 }
 
+// startsBy splits the starts of tick into those by member and the others.
+func startsBy(evs []Event, tick, member string) (by, others []Event) {
+	for _, e := range starts(evs, tick) {
+		if e.Member == member {
+			by = append(by, e)
+		} else {
+			others = append(others, e)
+		}
+	}
+	return by, others
+}
+
 func doneRecords(t *testing.T, s worker.Store, ticks []string) map[string]worker.DoneRecord {
 	t.Helper()
 	recs, err := s.DoneRecords(ctxT(t), ticks)
