@@ -331,3 +331,36 @@ func testDuplicateAcrossKill(t *testing.T, env Env) {
 		}
 	}
 }
+
+// A job that prefers missed, with the default overlap (skip): ticks due
+// while its run is in flight are skipped, each logged with its reason and
+// counted as a missed slot, where the missed-ticks alert reads it.
+func testMissedOverlapCounted(t *testing.T, env Env) {
+	f := newFleet(t, env)
+	job := JobSpec{Name: name("missed"), Do: Behavior{Block: true}}
+	var ms []*member
+	for range 2 {
+		ms = append(ms, f.start(spec(name("w"), job)))
+	}
+	p := newProducer(env.Backend)
+	t1 := p.produce(t, job.Name, 1)[0]
+	f.awaitEvent("t1 started", func(e Event) bool { return isStart(e) && e.Tick == t1 })
+	for _, tk := range p.produce(t, job.Name, 2) {
+		e := f.awaitEvent("a later tick skipped", logged("tick skipped: a previous run", tk))
+		if e.Attrs["reason"] != worker.ReasonOverlap || e.Attrs["prefer"] != string(onetick.PreferMissed) || e.Attrs["job"] != job.Name {
+			t.Errorf("skip of %s logged with %v: want job, prefer missed and reason overlap", tk, e.Attrs)
+		}
+	}
+	f.open(t1)
+	f.await("t1 ran", func(evs []Event) bool { return ended(evs, []string{t1}) })
+	var missed, dup, skipped float64
+	for _, m := range ms {
+		m.stop()
+		missed += m.counter("worker_missed_ticks_total", map[string]string{"prefer": "missed", "reason": "overlap"})
+		dup += m.counter("worker_missed_ticks_total", map[string]string{"prefer": "duplicate"})
+		skipped += m.counter("worker_runs_total", map[string]string{"outcome": "skipped_overlap"})
+	}
+	if missed != 2 || skipped != 2 || dup != 0 {
+		t.Fatalf("missed (prefer missed, overlap) %v, skipped_overlap %v, missed (prefer duplicate) %v; want 2, 2, 0", missed, skipped, dup)
+	}
+}

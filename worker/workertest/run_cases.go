@@ -17,7 +17,7 @@ import (
 // TTL less one heartbeat interval).
 const (
 	takeoverIdle = 5 * time.Second
-	heartbeat    = 250 * time.Millisecond
+	heartbeat    = 500 * time.Millisecond
 	liveness     = takeoverIdle
 
 	fastLive      = 1500 * time.Millisecond

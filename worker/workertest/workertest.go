@@ -70,6 +70,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"LongHandlerNotTakenOver", testLongHandler},
 		{"OverlapSkip", testOverlapSkip},
 		{"OverlapQueue", testOverlapQueue},
+		{"MissedOverlapCounted", testMissedOverlapCounted},
 		{"CatchUpInOrder", testCatchUpInOrder},
 		{"DuplicateAcrossKill", testDuplicateAcrossKill},
 		{"Retries", testRetries},
