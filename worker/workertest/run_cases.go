@@ -13,15 +13,15 @@ import (
 // liveness TTL is exactly when a tick may run twice, and on a shared
 // machine under load the test processes stall for a second at times: so
 // where no takeover is expected the liveness TTL is long, and the cases
-// about takeover (fastTakeover) still leave 1.2s of margin (the liveness
+// about takeover (fastTakeover) still leave 1.6s of margin (the liveness
 // TTL less one heartbeat interval).
 const (
 	takeoverIdle = 5 * time.Second
 	heartbeat    = 500 * time.Millisecond
 	liveness     = takeoverIdle
 
-	fastLive      = 1500 * time.Millisecond
-	fastHeartbeat = 300 * time.Millisecond
+	fastLive      = 2 * time.Second
+	fastHeartbeat = 400 * time.Millisecond
 )
 
 func spec(consumer string, jobs ...JobSpec) Spec {
