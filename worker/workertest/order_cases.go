@@ -338,13 +338,7 @@ func testDuplicateAcrossKill(t *testing.T, env Env) {
 func testMissedOverlapCounted(t *testing.T, env Env) {
 	f := newFleet(t, env)
 	job := JobSpec{Name: name("missed"), Do: Behavior{Block: true}}
-	var ms []*member
-	for range 2 {
-		ms = append(ms, f.start(spec(name("w"), job)))
-	}
-	p := newProducer(env.Backend)
-	t1 := p.produce(t, job.Name, 1)[0]
-	f.awaitEvent("t1 started", func(e Event) bool { return isStart(e) && e.Tick == t1 })
+	ms, p, t1 := f.busy(job, 2)
 	for _, tk := range p.produce(t, job.Name, 2) {
 		e := f.awaitEvent("a later tick skipped", logged("tick skipped: a previous run", tk))
 		if e.Attrs["reason"] != worker.ReasonOverlap || e.Attrs["prefer"] != string(onetick.PreferMissed) || e.Attrs["job"] != job.Name {

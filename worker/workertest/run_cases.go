@@ -313,18 +313,26 @@ func testOverlapSkip(t *testing.T, env Env) {
 	}
 }
 
+// busy starts n members of job in this process and a first tick of it,
+// and returns once that tick runs.
+func (f *fleet) busy(job JobSpec, n int) ([]*member, *producer, string) {
+	f.t.Helper()
+	var ms []*member
+	for range n {
+		ms = append(ms, f.start(spec(name("w"), job)))
+	}
+	p := newProducer(f.env.Backend)
+	t1 := p.produce(f.t, job.Name, 1)[0]
+	f.awaitEvent("the first tick started", func(e Event) bool { return isStart(e) && e.Tick == t1 })
+	return ms, p, t1
+}
+
 // OverlapQueue: a tick that comes due during a run waits for it and then
 // runs; a third one meanwhile is skipped (at most one waits).
 func testOverlapQueue(t *testing.T, env Env) {
 	f := newFleet(t, env)
 	job := JobSpec{Name: name("queue"), Overlap: worker.OverlapQueue, Do: Behavior{Block: true}}
-	var ms []*member
-	for range 2 {
-		ms = append(ms, f.start(spec(name("w"), job)))
-	}
-	p := newProducer(env.Backend)
-	t1 := p.produce(t, job.Name, 1)[0]
-	f.awaitEvent("t1 started", func(e Event) bool { return isStart(e) && e.Tick == t1 })
+	ms, p, t1 := f.busy(job, 2)
 	t2 := p.produce(t, job.Name, 1)[0]
 	f.awaitEvent("t2 waits", logged("tick waits for the previous run", t2))
 	st, err := env.Store(t).Status(ctxT(t), []string{job.Name})
