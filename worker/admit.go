@@ -85,7 +85,7 @@ func (w *Worker) begin(hs []*held, starts []Start, n int) int {
 				h.marker = MarkerRun
 			}
 			if !w.holdsLocked(h) || w.stopping || n == 0 {
-				// Given up meanwhile (a heartbeat found its waiter slot
+				// Given up meanwhile (a heartbeat found its waiter place
 				// gone), stopping, or no slot: give it back.
 				w.forgetLocked(h)
 				w.mu.Unlock()

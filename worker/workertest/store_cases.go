@@ -114,7 +114,7 @@ func testStoreHeartbeat(t *testing.T, env Env) {
 		t.Fatalf("heartbeat with the run marker: lost %v, %v", lost, err)
 	}
 	if lost, err := b.Heartbeat(ctx, "b", time.Minute, time.Minute, []worker.Hold{{D: d2, Marker: worker.MarkerWait}}); err != nil || len(lost) != 1 {
-		t.Fatalf("heartbeat claiming a waiter slot it does not hold: lost %v, %v; want it lost", lost, err)
+		t.Fatalf("heartbeat claiming a waiter place it does not hold: lost %v, %v; want it lost", lost, err)
 	}
 	st, err := b.Status(ctx, []string{job})
 	if err != nil || st.Jobs[0].InFlight != 1 {
