@@ -149,9 +149,9 @@ func (s *countingStore) Begin(ctx context.Context, consumer string, hold time.Du
 	return r, err
 }
 
-func (s *countingStore) Heartbeat(ctx context.Context, consumer string, hold time.Duration, holds []worker.Hold) ([]int, error) {
+func (s *countingStore) Heartbeat(ctx context.Context, consumer string, live, hold time.Duration, holds []worker.Hold) ([]int, error) {
 	t0 := time.Now()
-	l, err := s.Store.Heartbeat(ctx, consumer, hold, holds)
+	l, err := s.Store.Heartbeat(ctx, consumer, live, hold, holds)
 	s.note("heartbeat", len(holds), t0)
 	return l, err
 }

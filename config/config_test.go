@@ -98,7 +98,7 @@ func TestFullExample(t *testing.T) {
 	}
 	if f.Path != want.Path || !reflect.DeepEqual(f.Backend, want.Backend) || f.Lease != want.Lease || !reflect.DeepEqual(f.HTTP, want.HTTP) ||
 		!reflect.DeepEqual(f.Metrics, want.Metrics) || !reflect.DeepEqual(f.Jobs, want.Jobs) || f.Role != RoleBoth ||
-		f.Worker.Heartbeat.D() != 5*time.Second {
+		f.Worker.Heartbeat.D() != DefaultHeartbeat {
 		t.Fatalf("got\n%+v %+v\nwant\n%+v %+v", f, f.Backend.Redis, want, want.Backend.Redis)
 	}
 	if !f.HTTP.Enabled() {

@@ -72,6 +72,7 @@ const (
 	DefaultWorkerGroup     = "onetick"
 	DefaultConcurrency     = 10
 	DefaultTakeoverIdle    = 30 * time.Second
+	DefaultHeartbeat       = time.Second
 	DefaultDoneRetention   = 24 * time.Hour
 	DefaultMaxDeliveries   = 10
 	DefaultShutdownTimeout = 8 * time.Second
@@ -102,7 +103,7 @@ func (p *parser) role(e entry) {
 func (p *parser) worker(e entry) {
 	w := &p.f.Worker
 	*w = Worker{Group: DefaultWorkerGroup, Concurrency: DefaultConcurrency, TakeoverIdle: Duration(DefaultTakeoverIdle),
-		Heartbeat: Duration(DefaultTakeoverIdle / 6), DoneRetention: Duration(DefaultDoneRetention),
+		Heartbeat: Duration(DefaultHeartbeat), DoneRetention: Duration(DefaultDoneRetention),
 		MaxDeliveries: DefaultMaxDeliveries, ShutdownTimeout: Duration(DefaultShutdownTimeout)}
 	heartbeatSet := false
 	if !e.ok() {
@@ -164,7 +165,7 @@ func (p *parser) worker(e entry) {
 	}
 	line := e.line
 	if !heartbeatSet {
-		w.Heartbeat = w.TakeoverIdle / 6
+		w.Heartbeat = min(Duration(DefaultHeartbeat), w.TakeoverIdle/3)
 	}
 	switch {
 	case w.TakeoverIdle.D() < 100*time.Millisecond:

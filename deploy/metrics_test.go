@@ -15,6 +15,7 @@ import (
 	"github.com/onetick/onetick/cron"
 	"github.com/onetick/onetick/internal/cli"
 	"github.com/onetick/onetick/memory"
+	"github.com/onetick/onetick/worker"
 )
 
 // exported returns every series name a replica can serve on /metrics:
@@ -35,6 +36,10 @@ func exported(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	s.Metrics().JobDeliveryErrors.WithLabelValues("a")
+	// A replica that works registers the worker's series too.
+	if _, err := worker.New(worker.Config{Store: memory.New(memory.Options{}).WorkerStore(""), Registerer: reg}); err != nil {
+		t.Fatal(err)
+	}
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

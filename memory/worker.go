@@ -51,8 +51,10 @@ type wgroup struct {
 	dead      []worker.DeadLetter // oldest first
 	deadCount map[string]int64
 	last      map[string]wlast
-	running   map[string]wrun    // token -> in-flight run
-	markers   map[string]wmarker // "run:"+job or "wait:"+job
+	running   map[string]wrun              // token -> in-flight run
+	markers   map[string]wmarker           // "run:"+job
+	waiters   map[string]map[string]wplace // job -> token -> waiter place
+	alive     map[string]time.Time         // consumer -> liveness expiry
 	listeners map[chan struct{}]struct{}
 	sweepAt   time.Time
 	rot       int // fetch rotation
@@ -119,7 +121,8 @@ func (s *WorkerStore) lock(ctx context.Context) (*wgroup, time.Time, error) {
 	if g == nil {
 		g = &wgroup{streams: map[string]*wstream{}, done: map[string]wdone{}, retries: map[string]*wretry{},
 			deadCount: map[string]int64{}, last: map[string]wlast{}, running: map[string]wrun{},
-			markers: map[string]wmarker{}, listeners: map[chan struct{}]struct{}{}}
+			markers: map[string]wmarker{}, waiters: map[string]map[string]wplace{}, alive: map[string]time.Time{},
+			listeners: map[chan struct{}]struct{}{}}
 		b.wstate.groups[s.group] = g
 	}
 	if now.After(g.sweepAt) {
@@ -144,6 +147,11 @@ func (g *wgroup) sweep(now time.Time) {
 	for k, m := range g.markers {
 		if !now.Before(m.expires) {
 			delete(g.markers, k)
+		}
+	}
+	for c, e := range g.alive {
+		if !now.Before(e) {
+			delete(g.alive, c)
 		}
 	}
 }
@@ -291,7 +299,7 @@ func (s *WorkerStore) Reclaim(ctx context.Context, consumer string, streams []st
 				return out, nil
 			}
 			p := st.pel[id]
-			if !p.delivered.IsZero() && now.Sub(p.delivered) < idle {
+			if !p.delivered.IsZero() && g.isAlive(p.consumer, now) && now.Sub(p.delivered) < idle {
 				continue
 			}
 			p.consumer, p.delivered = consumer, now
@@ -349,38 +357,34 @@ func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Dura
 		d.Deliveries = p.count
 		if rec, ok := g.done[d.Tick]; ok && now.Before(rec.expires) {
 			g.ack(d)
+			g.release(d, now)
 			res.Admissions[i] = worker.SkipDone
 			continue
 		}
 		if st.MaxDeliveries > 0 && p.count > st.MaxDeliveries {
 			g.deadLocked(s, now, consumer, d, p.count, deliveryLimitError(p.count, st.MaxDeliveries))
 			g.ack(d)
+			g.release(d, now)
 			res.Admissions[i] = worker.DeadDeliveries
 			continue
 		}
-		tok := token(d)
-		run, wait := "run:"+d.Job, "wait:"+d.Job
-		a := worker.Run
-		switch st.Overlap {
-		case worker.OverlapSkip, worker.OverlapQueue:
-			if m, held := g.marker(run, now); !held || m.token == tok {
-				g.markers[run] = wmarker{token: tok, expires: now.Add(hold)}
-				if m, ok := g.marker(wait, now); ok && m.token == tok {
-					delete(g.markers, wait)
-				}
-				break
-			}
-			a = worker.SkipOverlap
-			if st.Overlap == worker.OverlapQueue {
-				if m, held := g.marker(wait, now); !held || m.token == tok {
-					g.markers[wait] = wmarker{token: tok, expires: now.Add(hold)}
-					a = worker.Wait
-				}
-			}
+		a, err := worker.DecideOverlap(st, g.overlapState(d, now), func() (bool, error) { return g.lowerPending(d), nil })
+		if err != nil {
+			return worker.BeginResult{}, err
 		}
+		tok := token(d)
 		switch a {
 		case worker.Run:
+			if st.Overlap != worker.OverlapAllow {
+				g.markers["run:"+d.Job] = wmarker{token: tok, expires: now.Add(hold)}
+			}
+			g.dropWaiter(d)
 			g.running[tok] = wrun{job: d.Job, expires: now.Add(hold)}
+		case worker.Wait:
+			if g.waiters[d.Job] == nil {
+				g.waiters[d.Job] = map[string]wplace{}
+			}
+			g.waiters[d.Job][tok] = wplace{slot: d.Slot, seq: seqOf(d.ID)}
 		case worker.SkipOverlap:
 			g.ack(d)
 			g.last[d.Job] = wlast{outcome: worker.OutcomeSkippedOverlap, tick: d.Tick, at: now}
@@ -395,12 +399,13 @@ func deliveryLimitError(count, limit int) string {
 }
 
 // Heartbeat implements worker.Store.
-func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, hold time.Duration, holds []worker.Hold) ([]int, error) {
+func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, live, hold time.Duration, holds []worker.Hold) ([]int, error) {
 	g, now, err := s.lock(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer s.b.mu.Unlock()
+	g.alive[consumer] = now.Add(live)
 	var lost []int
 	for i, h := range holds {
 		p := g.owned(consumer, h.D)
@@ -410,17 +415,20 @@ func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, hold time.
 		}
 		p.delivered = now
 		tok := token(h.D)
-		if h.Marker != worker.MarkerNone {
+		switch h.Marker {
+		case worker.MarkerRun:
 			key := "run:" + h.D.Job
-			if h.Marker == worker.MarkerWait {
-				key = "wait:" + h.D.Job
-			}
 			m, ok := g.marker(key, now)
 			if !ok || m.token != tok {
 				lost = append(lost, i)
 				continue
 			}
 			g.markers[key] = wmarker{token: tok, expires: now.Add(hold)}
+		case worker.MarkerWait:
+			if _, ok := g.waiters[h.D.Job][tok]; !ok {
+				lost = append(lost, i)
+				continue
+			}
 		}
 		if r, ok := g.running[tok]; ok {
 			r.expires = now.Add(hold)
@@ -428,6 +436,24 @@ func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, hold time.
 		}
 	}
 	return lost, nil
+}
+
+// Register implements worker.Store.
+func (s *WorkerStore) Register(ctx context.Context, consumer string, streams []string, live time.Duration) error {
+	g, now, err := s.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.b.mu.Unlock()
+	for _, key := range streams {
+		for _, p := range g.stream(key).pel {
+			if p.consumer == consumer {
+				p.consumer, p.delivered = "", time.Time{}
+			}
+		}
+	}
+	g.alive[consumer] = now.Add(live)
+	return nil
 }
 
 // Finish implements worker.Store.
@@ -449,12 +475,7 @@ func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.F
 		}
 		owned[i] = true
 		tok := token(d)
-		for _, key := range []string{"run:" + d.Job, "wait:" + d.Job} {
-			if m, ok := g.marker(key, now); ok && m.token == tok {
-				delete(g.markers, key)
-				g.notifyReleased()
-			}
-		}
+		g.release(d, now)
 		delete(g.running, tok)
 		switch f.Kind {
 		case worker.FinishRelease:

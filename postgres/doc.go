@@ -32,8 +32,10 @@
 //	pending          per group: entries delivered and not settled, with
 //	                 owner (consumer), seen_at (delivery or heartbeat),
 //	                 delivery count and running_until (in flight)
-//	markers          per group and job: the overlap run marker and the
-//	                 waiter slot (token = entry id, expires_at)
+//	markers          per group and job: the overlap run marker (token =
+//	                 entry id, expires_at)
+//	waiters          per group: waiter places of jobs (entry id, job, slot)
+//	alive            per group: each consumer's liveness expiry
 //	done             per group: done records, with keep_until
 //	retries          per group: scheduled retries, with due_at
 //	dead             per group: dead letters
@@ -113,11 +115,13 @@
 // the cursors FOR UPDATE SKIP LOCKED, takes the entries after them, inserts
 // a pending row per entry (owner, seen_at, one delivery) and moves the
 // cursors, in one transaction. Reclaim takes idle pending rows FOR UPDATE
-// SKIP LOCKED and counts a delivery. Begin, Heartbeat and Finish lock the
-// pending rows they settle and act only on rows still owned by the caller,
-// in the same transaction; Heartbeat touches seen_at without counting a
-// delivery. Overlap markers are rows with an expiry taken by INSERT ... ON
-// CONFLICT DO UPDATE ... WHERE expired or already this entry's. PromoteDue
+// SKIP LOCKED and counts a delivery: rows given back, owned by a consumer
+// whose alive row expired, or idle past the backstop. Begin, Heartbeat and
+// Finish lock the pending rows they settle and act only on rows still
+// owned by the caller, in the same transaction; Heartbeat touches seen_at
+// without counting a delivery and moves the consumer's alive row. Begin
+// decides the overlap of each job under a transaction-scoped advisory lock
+// of the job (see worker_overlap.go). PromoteDue
 // moves due retries FOR UPDATE SKIP LOCKED. A pending row outlives its
 // entry when the stream is trimmed, as a Redis pending entry does: its
 // worker still settles it, and Reclaim drops it instead of handing it out.

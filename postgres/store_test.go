@@ -491,7 +491,7 @@ func TestTrimmedEntryInFlight(t *testing.T) {
 	if recs, _ := b.ReadStream(ctx, "tr", 0); len(recs) != 1 || recs[0].ID == d.ID {
 		t.Fatalf("stream %+v: want d's entry trimmed", recs)
 	}
-	if lost, err := s.Heartbeat(ctx, "c", time.Minute, []worker.Hold{{D: d, Marker: worker.MarkerRun}}); err != nil || len(lost) != 0 {
+	if lost, err := s.Heartbeat(ctx, "c", time.Minute, time.Minute, []worker.Hold{{D: d, Marker: worker.MarkerRun}}); err != nil || len(lost) != 0 {
 		t.Fatalf("heartbeat of a trimmed entry in flight: lost %v, %v", lost, err)
 	}
 	if owned, err := s.Finish(ctx, "c", []worker.Finish{{D: d, Kind: worker.FinishDone, Retention: time.Hour}}); err != nil || !owned[0] {

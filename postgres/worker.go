@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -235,7 +234,8 @@ func (e *entryRow) delivery(stream string) *worker.Delivery {
 		Epoch: onetick.Epoch(e.epoch), Replica: e.replica, Payload: e.payload, Attempt: max(e.attempt, 1), Enqueued: msTime(e.ms)}
 }
 
-// Reclaim implements worker.Store: the idle pending rows are locked FOR
+// Reclaim implements worker.Store: the pending rows that were given back,
+// are owned by a consumer that is not alive, or are idle are locked FOR
 // UPDATE SKIP LOCKED, so that concurrent reclaimers never take one entry
 // twice, and handed to consumer with one more delivery. Rows whose entry
 // was trimmed away are deleted instead (as XAUTOCLAIM does).
@@ -246,7 +246,9 @@ func (s *WorkerStore) Reclaim(ctx context.Context, consumer string, streams []st
 	rows, err := s.b.pool.Query(ctx, s.b.q(`WITH c AS (
 			SELECT p.grp, p.entry_id, e.id IS NOT NULL AS live FROM {s}.pending p LEFT JOIN {s}.entries e ON e.id = p.entry_id
 			WHERE p.grp = $1 AND p.stream = ANY($2)
-				AND (p.seen_at IS NULL OR p.seen_at <= clock_timestamp() - $3 * interval '1 millisecond')
+				AND (p.seen_at IS NULL OR p.seen_at <= clock_timestamp() - $3 * interval '1 millisecond'
+					OR (p.consumer <> $5 AND NOT EXISTS (SELECT 1 FROM {s}.alive a
+						WHERE a.grp = p.grp AND a.consumer = p.consumer AND a.expires_at > clock_timestamp())))
 			ORDER BY p.entry_id LIMIT $4 FOR UPDATE OF p SKIP LOCKED),
 		gone AS (DELETE FROM {s}.pending p USING c WHERE NOT c.live AND p.grp = c.grp AND p.entry_id = c.entry_id),
 		u AS (UPDATE {s}.pending p SET consumer = $5, seen_at = clock_timestamp(), deliveries = p.deliveries + 1, running_until = NULL
@@ -270,21 +272,6 @@ func (s *WorkerStore) Reclaim(ctx context.Context, consumer string, streams []st
 	return out, err
 }
 
-// acquireMarker takes the job's marker of kind for the entry (token) for
-// hold, if it is free, expired or already the entry's.
-func (s *WorkerStore) acquireMarker(ctx context.Context, tx pgx.Tx, job, kind string, token int64, hold time.Duration) (bool, error) {
-	var one int
-	err := tx.QueryRow(ctx, s.b.q(`INSERT INTO {s}.markers AS m (grp, job, kind, token, expires_at)
-		VALUES ($1, $2, $3, $4, clock_timestamp() + $5 * interval '1 millisecond')
-		ON CONFLICT (grp, job, kind) DO UPDATE SET token = excluded.token, expires_at = excluded.expires_at
-		WHERE m.expires_at <= clock_timestamp() OR m.token = excluded.token
-		RETURNING 1`), s.group, job, kind, token, hold.Milliseconds()).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
 const lastOutcomeSQL = `INSERT INTO {s}.last_outcome (grp, job, outcome, tick, at) VALUES ($1, $2, $3, $4, clock_timestamp())
 	ON CONFLICT (grp, job) DO UPDATE SET outcome = excluded.outcome, tick = excluded.tick, at = excluded.at`
 
@@ -297,6 +284,12 @@ func (s *WorkerStore) queueDead(batch *pgx.Batch, consumer string, d *worker.Del
 	batch.Queue(s.b.q(deadSQL), s.group, d.Job, d.Tick, int64(d.Slot), int64(d.Epoch), d.Replica, d.Payload, d.Stream, d.ID,
 		d.Attempt, deliveries, msg, consumer)
 	batch.Queue(s.b.q(lastOutcomeSQL), s.group, d.Job, string(worker.OutcomeDead), d.Tick)
+}
+
+// beginState is what Begin reads of a pending row it admits.
+type beginState struct {
+	count int
+	done  bool
 }
 
 // Begin implements worker.Store in one transaction: the starts' pending
@@ -315,11 +308,7 @@ func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Dura
 	var res worker.BeginResult
 	err := pgx.BeginFunc(ctx, s.b.pool, func(tx pgx.Tx) error {
 		res = worker.BeginResult{Admissions: make([]worker.Admission, len(starts))}
-		type state struct {
-			count int
-			done  bool
-		}
-		owned := map[int64]state{}
+		owned := map[int64]beginState{}
 		rows, err := tx.Query(ctx, s.b.q(`SELECT p.entry_id, p.deliveries,
 				EXISTS (SELECT 1 FROM {s}.done d WHERE d.grp = $1 AND d.tick = u.tick AND d.keep_until > clock_timestamp())
 			FROM unnest($2::bigint[], $3::text[]) AS u(id, tick)
@@ -329,7 +318,7 @@ func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Dura
 			return err
 		}
 		var id int64
-		var st state
+		var st beginState
 		if _, err := pgx.ForEachRow(rows, []any{&id, &st.count, &st.done}, func() error { owned[id] = st; return nil }); err != nil {
 			return err
 		}
@@ -337,7 +326,11 @@ func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Dura
 			return err
 		}
 		res.StoreTime = res.StoreTime.UTC()
+		if err := s.lockJobs(ctx, tx, starts, owned, ids); err != nil {
+			return err
+		}
 		batch := &pgx.Batch{}
+		var settled []int64 // acknowledged without running: their marker and waiter place go
 		for i, start := range starts {
 			d := start.D
 			o, ok := owned[ids[i]]
@@ -349,34 +342,22 @@ func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Dura
 			switch {
 			case o.done:
 				batch.Queue(s.b.q(ackSQL), s.group, ids[i])
+				settled = append(settled, ids[i])
 				res.Admissions[i] = worker.SkipDone
 				continue
 			case start.MaxDeliveries > 0 && o.count > start.MaxDeliveries:
 				s.queueDead(batch, consumer, d, o.count, fmt.Sprintf("delivery limit: delivered %d times without a result (max_deliveries %d)",
 					o.count, start.MaxDeliveries))
 				batch.Queue(s.b.q(ackSQL), s.group, ids[i])
+				settled = append(settled, ids[i])
 				res.Admissions[i] = worker.DeadDeliveries
 				continue
 			}
-			a := worker.Run
-			if start.Overlap != worker.OverlapAllow {
-				got, err := s.acquireMarker(ctx, tx, d.Job, "run", ids[i], hold)
-				if err != nil {
-					return err
-				}
-				if got {
-					batch.Queue(s.b.q(`DELETE FROM {s}.markers WHERE grp = $1 AND job = $2 AND kind = 'wait' AND token = $3`),
-						s.group, d.Job, ids[i])
-				} else {
-					a = worker.SkipOverlap
-					if start.Overlap == worker.OverlapQueue {
-						if got, err = s.acquireMarker(ctx, tx, d.Job, "wait", ids[i], hold); err != nil {
-							return err
-						} else if got {
-							a = worker.Wait
-						}
-					}
-				}
+			// Decided one start at a time: a start's effects are seen by
+			// the next one of the same job.
+			a, err := s.admit(ctx, tx, start, ids[i], hold)
+			if err != nil {
+				return err
 			}
 			switch a {
 			case worker.Run:
@@ -388,18 +369,18 @@ func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Dura
 			}
 			res.Admissions[i] = a
 		}
+		if len(settled) > 0 {
+			s.queueRelease(batch, settled)
+		}
 		return tx.SendBatch(ctx, batch).Close()
 	})
 	return res, err
 }
 
-// Heartbeat implements worker.Store, in one statement: the owned pending
-// rows are touched (idle time reset, no delivery counted) and the markers
-// they hold extended.
-func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, hold time.Duration, holds []worker.Hold) ([]int, error) {
-	if len(holds) == 0 {
-		return nil, nil
-	}
+// Heartbeat implements worker.Store, in one statement: the consumer is
+// marked alive, the owned pending rows are touched (idle time reset, no
+// delivery counted) and the run markers they hold extended.
+func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, live, hold time.Duration, holds []worker.Hold) ([]int, error) {
 	hold = max(hold, time.Millisecond)
 	ids := make([]int64, len(holds))
 	jobs := make([]string, len(holds))
@@ -422,10 +403,13 @@ func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, hold time.
 				running_until = CASE WHEN p.running_until IS NULL THEN NULL ELSE clock_timestamp() + $7 * interval '1 millisecond' END
 			FROM h WHERE p.grp = $1 AND p.entry_id = h.id AND p.consumer = $2 RETURNING h.idx, h.id, h.job, h.kind),
 		m AS (UPDATE {s}.markers m SET expires_at = clock_timestamp() + $7 * interval '1 millisecond'
-			FROM p WHERE p.kind <> '' AND m.grp = $1 AND m.job = p.job AND m.kind = p.kind AND m.token = p.id
-				AND m.expires_at > clock_timestamp() RETURNING p.idx)
-		SELECT idx FROM p WHERE kind = '' UNION ALL SELECT idx FROM m`),
-		s.group, consumer, ids, jobs, kinds, idx, hold.Milliseconds())
+			FROM p WHERE p.kind = 'run' AND m.grp = $1 AND m.job = p.job AND m.kind = 'run' AND m.token = p.id
+				AND m.expires_at > clock_timestamp() RETURNING p.idx),
+		a AS (INSERT INTO {s}.alive (grp, consumer, expires_at) VALUES ($1, $2, clock_timestamp() + $8 * interval '1 millisecond')
+			ON CONFLICT (grp, consumer) DO UPDATE SET expires_at = excluded.expires_at)
+		SELECT idx FROM p WHERE kind = '' UNION ALL SELECT idx FROM m
+		UNION ALL SELECT p.idx FROM p JOIN {s}.waiters w ON w.grp = $1 AND w.entry_id = p.id WHERE p.kind = 'wait'`),
+		s.group, consumer, ids, jobs, kinds, idx, hold.Milliseconds(), max(live.Milliseconds(), 1))
 	if err != nil {
 		return nil, err
 	}
@@ -483,8 +467,7 @@ func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.F
 			}
 		}
 		if len(mine) > 0 {
-			batch.Queue(s.b.q(`WITH d AS (DELETE FROM {s}.markers WHERE grp = $1 AND token = ANY($2) RETURNING kind)
-				SELECT pg_notify($3, $1) FROM d WHERE kind = 'run'`), s.group, mine, s.b.channel(chanReleased))
+			s.queueRelease(batch, mine)
 		}
 		for i, f := range fs {
 			c, ok := count[ids[i]]

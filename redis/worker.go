@@ -28,9 +28,10 @@ import (
 //	deadcount      hash: job -> dead letters
 //	last           hash: job -> "outcome|ms|tick"
 //	running        sorted set of runs in flight, by expiry
+//	alive          sorted set of consumers, by the expiry of their liveness
 //	run:<job>      the job's overlap marker: "stream\nentry id", PX hold
-//	wait:<job>     the job's waiter slot (overlap queue), PX hold
-//	released       pub/sub channel: a marker was released
+//	waiters:<job>  sorted set of the job's waiter places: token, by slot
+//	released       pub/sub channel: a marker or waiter place was released
 //
 // A consumer group created by the first fetch starts at the beginning of
 // its stream: ticks enqueued before any worker ran are run (the stream's
@@ -248,7 +249,8 @@ func (s *WorkerStore) Reclaim(ctx context.Context, consumer string, streams []st
 			return nil, err
 		}
 	}
-	v, err := wReclaimScript.Run(ctx, s.c, streams, s.group, consumer, idle.Milliseconds(), max).Slice()
+	keys := append([]string{s.key("alive")}, streams...)
+	v, err := wReclaimScript.Run(ctx, s.c, keys, s.group, consumer, idle.Milliseconds(), max).Slice()
 	if err != nil {
 		return nil, err
 	}
@@ -262,24 +264,34 @@ func (s *WorkerStore) Reclaim(ctx context.Context, consumer string, streams []st
 	return out, nil
 }
 
+// Register implements worker.Store.
+func (s *WorkerStore) Register(ctx context.Context, consumer string, streams []string, live time.Duration) error {
+	keys := append([]string{s.key("alive")}, streams...)
+	return wRegisterScript.Run(ctx, s.c, keys, consumer, s.group, max(live.Milliseconds(), 1)).Err()
+}
+
 // Begin implements worker.Store.
 func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Duration, starts []worker.Start) (worker.BeginResult, error) {
 	if len(starts) == 0 {
 		return worker.BeginResult{}, nil
 	}
-	keys := make([]string, 0, 4+4*len(starts))
-	keys = append(keys, s.key("running"), s.key("last"), s.key("dead"), s.key("deadcount"))
-	args := make([]any, 0, 3+10*len(starts))
-	args = append(args, consumer, s.group, max(hold.Milliseconds(), 1))
+	keys := make([]string, 0, 5+4*len(starts))
+	keys = append(keys, s.key("running"), s.key("last"), s.key("dead"), s.key("deadcount"), s.key("alive"))
+	args := make([]any, 0, 4+12*len(starts))
+	args = append(args, consumer, s.group, max(hold.Milliseconds(), 1), s.key("released"))
 	for _, st := range starts {
 		d := st.D
-		keys = append(keys, d.Stream, s.doneKey(d.Slot), s.key("run:"+d.Job), s.key("wait:"+d.Job))
+		keys = append(keys, d.Stream, s.doneKey(d.Slot), s.key("run:"+d.Job), s.key("waiters:"+d.Job))
 		overlap := st.Overlap
 		if overlap == "" {
 			overlap = worker.OverlapSkip
 		}
+		ordered := 0
+		if st.Ordered {
+			ordered = 1
+		}
 		args = append(args, d.ID, d.Job, d.Tick, string(overlap), st.MaxDeliveries, int64(d.Slot), int64(d.Epoch),
-			d.Replica, d.Payload, d.Attempt)
+			d.Replica, d.Payload, d.Attempt, st.MaxWaiting, ordered)
 	}
 	v, err := wBeginScript.Run(ctx, s.c, keys, args...).Slice()
 	if err != nil {
@@ -302,12 +314,12 @@ func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Dura
 }
 
 // Heartbeat implements worker.Store.
-func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, hold time.Duration, holds []worker.Hold) ([]int, error) {
+func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, live, hold time.Duration, holds []worker.Hold) ([]int, error) {
 	// A thousand holds per script, so that one call does not block Redis
-	// for long.
+	// for long; one call with none marks the consumer alive.
 	var lost []int
-	for lo := 0; lo < len(holds); lo += 1000 {
-		l, err := s.heartbeat(ctx, consumer, hold, holds[lo:min(lo+1000, len(holds))])
+	for lo := 0; lo == 0 || lo < len(holds); lo += 1000 {
+		l, err := s.heartbeat(ctx, consumer, live, hold, holds[lo:min(lo+1000, len(holds))])
 		if err != nil {
 			return nil, err
 		}
@@ -318,18 +330,18 @@ func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, hold time.
 	return lost, nil
 }
 
-func (s *WorkerStore) heartbeat(ctx context.Context, consumer string, hold time.Duration, holds []worker.Hold) ([]int, error) {
-	keys := make([]string, 0, 1+2*len(holds))
-	keys = append(keys, s.key("running"))
-	args := make([]any, 0, 3+3*len(holds))
-	args = append(args, consumer, s.group, max(hold.Milliseconds(), 1))
+func (s *WorkerStore) heartbeat(ctx context.Context, consumer string, live, hold time.Duration, holds []worker.Hold) ([]int, error) {
+	keys := make([]string, 0, 2+2*len(holds))
+	keys = append(keys, s.key("running"), s.key("alive"))
+	args := make([]any, 0, 4+3*len(holds))
+	args = append(args, consumer, s.group, max(hold.Milliseconds(), 1), max(live.Milliseconds(), 1))
 	for _, h := range holds {
 		marker, kind := s.key("run:"+h.D.Job), "n"
 		switch h.Marker {
 		case worker.MarkerRun:
 			kind = "r"
 		case worker.MarkerWait:
-			marker, kind = s.key("wait:"+h.D.Job), "w"
+			marker, kind = s.key("waiters:"+h.D.Job), "w"
 		}
 		keys = append(keys, h.D.Stream, marker)
 		args = append(args, h.D.ID, h.D.Job, kind)
@@ -370,7 +382,7 @@ func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.F
 	args = append(args, consumer, s.group, s.key("released"))
 	for _, f := range fs {
 		d := f.D
-		keys = append(keys, d.Stream, s.doneKey(d.Slot), s.key("run:"+d.Job), s.key("wait:"+d.Job))
+		keys = append(keys, d.Stream, s.doneKey(d.Slot), s.key("run:"+d.Job), s.key("waiters:"+d.Job))
 		var kind string
 		var num int64
 		var member string

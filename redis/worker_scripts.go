@@ -21,14 +21,126 @@ local function pending(stream, group, id, consumer)
   return tonumber(p[1][4])
 end
 
-local function release_markers(run, wait, tok, job, channel)
+-- owner returns the consumer an entry is pending for, or nil.
+local function owner(stream, group, id)
+  local p = redis.pcall('XPENDING', stream, group, id, id, 1)
+  if type(p) ~= 'table' or p.err or #p == 0 then return nil end
+  return p[1][2]
+end
+
+local function is_alive(alive, consumer, now)
+  local s = redis.call('ZSCORE', alive, consumer)
+  return s and tonumber(s) > now
+end
+
+-- split_token returns a marker token's stream and entry id.
+local function split_token(tok)
+  local i = string.find(tok, '\n', 1, true)
+  if not i then return '', tok end
+  return string.sub(tok, 1, i - 1), string.sub(tok, i + 1)
+end
+
+-- id_less compares stream entry ids "ms-seq".
+local function id_less(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  if not am or not bm then return a < b end
+  am, bm = tonumber(am), tonumber(bm)
+  if am ~= bm then return am < bm end
+  return tonumber(as) < tonumber(bs)
+end
+
+-- marker_free: the job's run marker does not hold the job against tok:
+-- it is absent (expired), or names tok, or names an entry that is no
+-- longer pending or whose owner is not alive. An entry of another stream
+-- (the job's stream changed) cannot be looked at: it holds.
+local function marker_free(run, tok, stream, group, alive, now)
+  local cur = redis.call('GET', run)
+  if (not cur) or cur == tok then return true end
+  local s, id = split_token(cur)
+  if s ~= stream then return false end
+  local o = owner(stream, group, id)
+  return (not o) or (not is_alive(alive, o, now))
+end
+
+-- places reads the job's waiter places (sorted set waiters: token ->
+-- slot) for the entry id of slot: whether it holds one, how many others
+-- are held and, when ordered, whether one of them is lower. Places of
+-- entries no longer pending are dropped on the way.
+local function places(waiters, tok, stream, group, id, slot, ordered)
+  local has = redis.call('ZSCORE', waiters, tok) ~= false
+  local n = redis.call('ZCARD', waiters)
+  if has then n = n - 1 end
+  local lower = false
+  local ms
+  if ordered then
+    ms = redis.call('ZRANGEBYSCORE', waiters, '-inf', slot, 'WITHSCORES')
+  else
+    ms = redis.call('ZRANGE', waiters, 0, -1, 'WITHSCORES')
+  end
+  do
+    for j = 1, #ms, 2 do
+      local m, sc = ms[j], tonumber(ms[j + 1])
+      if m ~= tok then
+        local s, mid = split_token(m)
+        if s == stream and not owner(stream, group, mid) then
+          redis.call('ZREM', waiters, m)
+          n = n - 1
+        elseif ordered and (sc < slot or id_less(mid, id)) then
+          lower = true
+          break
+        end
+      end
+    end
+  end
+  return has, n, lower
+end
+
+-- lower_pending: an entry of job with a lower id than id and a slot no
+-- higher is pending in the group without a waiter place (delivered, not
+-- begun). At most 1000 entries are looked at.
+local function lower_pending(stream, group, id, job, slot, waiters)
+  local start = '-'
+  for _ = 1, 10 do
+    local ps = redis.call('XPENDING', stream, group, start, '(' .. id, 100)
+    for _, p in ipairs(ps) do
+      local pid = p[1]
+      if redis.call('ZSCORE', waiters, stream .. '\n' .. pid) == false then
+        local e = redis.call('XRANGE', stream, pid, pid)
+        if e[1] then
+          local f, pj, ps = e[1][2], nil, nil
+          for j = 1, #f, 2 do
+            if f[j] == 'job' then pj = f[j + 1] elseif f[j] == 'slot' then ps = tonumber(f[j + 1]) end
+          end
+          if pj == job and ps and ps <= slot then return true end
+        end
+      end
+      start = '(' .. pid
+    end
+    if #ps < 100 then return false end
+  end
+  return false
+end
+
+-- decide is worker.DecideOverlap: R run, W wait, S skip.
+local function decide(overlap, ordered, maxw, free, has, waiting, lowerw, lowerp)
+  if overlap == 'allow' then return 'R' end
+  if free and not (ordered and lowerw) then
+    if not ordered or not lowerp() then return 'R' end
+  end
+  if overlap == 'queue' and (has or waiting < math.max(maxw, 1)) then return 'W' end
+  return 'S'
+end
+
+-- release drops tok's run marker and waiter place and tells the waiters.
+local function release(run, waiters, tok, job, channel)
+  local freed = false
   if redis.call('GET', run) == tok then
     redis.call('DEL', run)
-    redis.call('PUBLISH', channel, job)
+    freed = true
   end
-  if redis.call('GET', wait) == tok then
-    redis.call('DEL', wait)
-  end
+  if redis.call('ZREM', waiters, tok) == 1 then freed = true end
+  if freed then redis.call('PUBLISH', channel, job) end
 end
 
 local function dead(deadkey, counts, last, now, consumer, stream, id, job, tick, slot, epoch, replica, payload, attempt, deliveries, err)
@@ -87,87 +199,134 @@ end
 return {out, tails}
 `)
 
-// wReclaimScript takes over up to max entries of the streams in KEYS that
-// have been idle for at least idle ms (XAUTOCLAIM, which counts a
-// delivery). ARGV: group, consumer, idle ms, max. Returns entries as
-// {stream index, id, fields, delivery count}.
-var wReclaimScript = goredis.NewScript(`
+// wReclaimScript takes over up to max entries of the streams in KEYS[2..]
+// whose owner is not alive (its score in the alive set, KEYS[1], is past,
+// or it has none: given back entries belong to "onetick:released"), and
+// then, as the backstop, entries idle for at least idle ms (XAUTOCLAIM).
+// Both count a delivery. ARGV: group, consumer, idle ms, max. Returns
+// entries as {stream index (1-based, into the streams), id, fields,
+// delivery count}.
+var wReclaimScript = goredis.NewScript(luaWorkerLib + `
 local g, c, idle, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local now = now_ms()
 local out, n = {}, 0
-for i, k in ipairs(KEYS) do
+for i = 2, #KEYS do
   if n >= max then break end
-  local cursor = '0-0'
-  repeat
-    local r = redis.pcall('XAUTOCLAIM', k, g, c, idle, cursor, 'COUNT', max - n)
-    if type(r) == 'table' and r.err then
-      if string.find(r.err, 'NOGROUP', 1, true) then break end
-      return redis.error_reply(r.err)
+  local k = KEYS[i]
+  local taken = {}
+  local function take(id)
+    local e = redis.call('XCLAIM', k, g, c, 0, id)
+    taken[id] = true
+    if e[1] and e[1][2] then
+      local p = redis.call('XPENDING', k, g, id, id, 1)
+      n = n + 1
+      out[n] = {i - 1, id, e[1][2], p[1][4]}
     end
-    cursor = r[1]
-    for _, e in ipairs(r[2]) do
-      if e and e[2] then
-        local p = redis.call('XPENDING', k, g, e[1], e[1], 1)
-        n = n + 1
-        out[n] = {i, e[1], e[2], p[1][4]}
+  end
+  local sum = redis.pcall('XPENDING', k, g)
+  if type(sum) == 'table' and sum.err then
+    if not string.find(sum.err, 'NOGROUP', 1, true) then return redis.error_reply(sum.err) end
+  elseif tonumber(sum[1]) > 0 then
+    for _, cc in ipairs(sum[4]) do
+      if n >= max then break end
+      if cc[1] ~= c and not is_alive(KEYS[1], cc[1], now) then
+        for _, p in ipairs(redis.call('XPENDING', k, g, '-', '+', max - n, cc[1])) do take(p[1]) end
       end
     end
-  until cursor == '0-0' or n >= max
+    local start = '-'
+    while n < max do
+      local want = max - n
+      local ps = redis.call('XPENDING', k, g, 'IDLE', idle, start, '+', want)
+      for _, p in ipairs(ps) do
+        if not taken[p[1]] and n < max then take(p[1]) end
+        start = '(' .. p[1]
+      end
+      if #ps < want then break end
+    end
+  end
 end
 return out
 `)
 
-// wBeginScript admits deliveries (see worker.Store.Begin).
+// wRegisterScript starts a new process of a consumer: its pending entries
+// in the streams (KEYS[2..]) are given back, as Finish gives back (owned
+// by "onetick:released", idle forever, their delivery counts kept), and
+// it is alive (KEYS[1]) for live ms. ARGV: consumer, group, live ms.
+var wRegisterScript = goredis.NewScript(luaPrelude + `
+local c, g, live = ARGV[1], ARGV[2], tonumber(ARGV[3])
+for i = 2, #KEYS do
+  local k = KEYS[i]
+  while true do
+    local ps = redis.pcall('XPENDING', k, g, '-', '+', 1000, c)
+    if type(ps) ~= 'table' or ps.err or #ps == 0 then break end
+    local args = {'XCLAIM', k, g, 'onetick:released', 0}
+    for _, p in ipairs(ps) do args[#args + 1] = p[1] end
+    args[#args + 1] = 'IDLE'
+    args[#args + 1] = 1000000000
+    args[#args + 1] = 'JUSTID'
+    redis.call(unpack(args))
+    if #ps < 1000 then break end
+  end
+end
+local now = now_ms()
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + live, c)
+return 1
+`)
+
+// wBeginScript admits deliveries (see worker.Store.Begin), the overlap
+// decision by decide, as worker.DecideOverlap.
 //
-// KEYS: running, last, dead, dead counts, then per start: stream, done
-// bucket, run marker, waiter slot. ARGV: consumer, group, hold ms, then
-// per start 10 values: id, job, tick, overlap, max deliveries, slot,
-// epoch, replica, payload, attempt. Returns {now, codes, delivery counts}
-// with one code per start: R run, W wait, D skipped done, S skipped
-// overlap, X dead (delivery limit), L not owned.
+// KEYS: running, last, dead, dead counts, alive, then per start: stream,
+// done bucket, run marker, waiter places. ARGV: consumer, group, hold ms,
+// release channel, then per start 12 values: id, job, tick, overlap, max
+// deliveries, slot, epoch, replica, payload, attempt, max waiting,
+// ordered (1 or 0). Returns {now, codes, delivery counts} with one code
+// per start: R run, W wait, D skipped done, S skipped overlap, X dead
+// (delivery limit), L not owned.
 var wBeginScript = goredis.NewScript(luaWorkerLib + `
-local c, g, hold = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local c, g, hold, channel = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local now = now_ms()
 local codes, counts = {}, {}
-local nitems = (#ARGV - 3) / 10
+local nitems = (#ARGV - 4) / 12
 for i = 1, nitems do
-  local a, k = 3 + (i - 1) * 10, 4 + (i - 1) * 4
-  local stream, done, run, wait = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
+  local a, k = 4 + (i - 1) * 12, 5 + (i - 1) * 4
+  local stream, done, run, waiters = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
   local id, job, tick, overlap, maxd = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], tonumber(ARGV[a + 5])
+  local slot, maxw, ordered = tonumber(ARGV[a + 6]), tonumber(ARGV[a + 11]), ARGV[a + 12] == '1'
+  local tok = stream .. '\n' .. id
   local count = pending(stream, g, id, c)
   local code
   if not count then
     code, count = 'L', 0
   elseif redis.call('HEXISTS', done, tick) == 1 then
     redis.call('XACK', stream, g, id)
+    release(run, waiters, tok, job, channel)
     code = 'D'
   elseif maxd > 0 and count > maxd then
     dead(KEYS[3], KEYS[4], KEYS[2], now, c, stream, id, job, tick, ARGV[a + 6], ARGV[a + 7], ARGV[a + 8],
       ARGV[a + 9], ARGV[a + 10], count,
       'delivery limit: delivered ' .. count .. ' times without a result (max_deliveries ' .. maxd .. ')')
     redis.call('XACK', stream, g, id)
+    release(run, waiters, tok, job, channel)
     code = 'X'
   else
-    local tok = stream .. '\n' .. id
-    code = 'R'
+    local free, has, waiting, lowerw = true, false, 0, false
     if overlap ~= 'allow' then
-      local cur = redis.call('GET', run)
-      if (not cur) or cur == tok then
-        redis.call('SET', run, tok, 'PX', hold)
-        if redis.call('GET', wait) == tok then redis.call('DEL', wait) end
-      else
-        code = 'S'
-        if overlap == 'queue' then
-          local w = redis.call('GET', wait)
-          if (not w) or w == tok then
-            redis.call('SET', wait, tok, 'PX', hold)
-            code = 'W'
-          end
-        end
-      end
+      free = marker_free(run, tok, stream, g, KEYS[5], now)
+      has, waiting, lowerw = places(waiters, tok, stream, g, id, slot, ordered)
     end
+    code = decide(overlap, ordered, maxw, free, has, waiting, lowerw,
+      function() return lower_pending(stream, g, id, job, slot, waiters) end)
     if code == 'R' then
+      if overlap ~= 'allow' then
+        redis.call('SET', run, tok, 'PX', hold)
+        redis.call('ZREM', waiters, tok)
+      end
       redis.call('ZADD', KEYS[1], now + hold, job .. '\n' .. tok)
-    elseif code == 'S' then
+    elseif code == 'W' then
+      if not has then redis.call('ZADD', waiters, slot, tok) end
+    else
       redis.call('XACK', stream, g, id)
       redis.call('HSET', KEYS[2], job, 'skipped_overlap|' .. now .. '|' .. tick)
     end
@@ -178,21 +337,25 @@ end
 return {now, table.concat(codes), counts}
 `)
 
-// wHeartbeatScript keeps held entries (see worker.Store.Heartbeat): XCLAIM
-// to the owner itself with JUSTID resets the idle time and, unlike a
-// delivery, does not increment the delivery counter.
+// wHeartbeatScript marks the consumer alive and keeps its held entries
+// (see worker.Store.Heartbeat): XCLAIM to the owner itself with JUSTID
+// resets the idle time and, unlike a delivery, does not increment the
+// delivery counter.
 //
-// KEYS: running, then per hold: stream, marker (run marker or waiter slot;
-// ignored without one). ARGV: consumer, group, hold ms, then per hold: id,
-// job, marker kind (n, r, w). Returns the 1-based indexes of lost holds.
+// KEYS: running, alive, then per hold: stream, marker (run marker or
+// waiter places; ignored without one). ARGV: consumer, group, hold ms,
+// live ms, then per hold: id, job, marker kind (n, r, w). Returns the
+// 1-based indexes of lost holds.
 var wHeartbeatScript = goredis.NewScript(luaWorkerLib + `
-local c, g, hold = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local c, g, hold, live = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+redis.call('ZADD', KEYS[2], now + live, c)
 local lost = {}
-local nitems = (#ARGV - 3) / 3
+local nitems = (#ARGV - 4) / 3
 for i = 1, nitems do
-  local a, k = 3 + (i - 1) * 3, 1 + (i - 1) * 2
+  local a, k = 4 + (i - 1) * 3, 2 + (i - 1) * 2
   local stream, marker = KEYS[k + 1], KEYS[k + 2]
   local id, job, kind = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
   local tok = stream .. '\n' .. id
@@ -200,10 +363,12 @@ for i = 1, nitems do
     lost[#lost + 1] = i
   else
     redis.call('XCLAIM', stream, g, c, 0, id, 'JUSTID')
-    if kind ~= 'n' and redis.call('GET', marker) ~= tok then
+    if kind == 'r' and redis.call('GET', marker) ~= tok then
+      lost[#lost + 1] = i
+    elseif kind == 'w' and redis.call('ZSCORE', marker, tok) == false then
       lost[#lost + 1] = i
     else
-      if kind ~= 'n' then redis.call('PEXPIRE', marker, hold) end
+      if kind == 'r' then redis.call('PEXPIRE', marker, hold) end
       redis.call('ZADD', KEYS[1], 'XX', now + hold, job .. '\n' .. tok)
     end
   end
@@ -214,7 +379,7 @@ return lost
 // wFinishScript settles deliveries (see worker.Store.Finish).
 //
 // KEYS: running, last, retries, dead, dead counts, then per finish:
-// stream, done bucket, run marker, waiter slot. ARGV: consumer, group,
+// stream, done bucket, run marker, waiter places. ARGV: consumer, group,
 // release channel, then per finish 12 values: kind (d done, r retry, x
 // dead, g give back), id, job, tick, slot, epoch, replica, payload,
 // attempt, error, retention or delay ms, retry member. Returns a string
@@ -232,7 +397,7 @@ local out = {}
 local nitems = (#ARGV - 3) / 12
 for i = 1, nitems do
   local a, k = 3 + (i - 1) * 12, 5 + (i - 1) * 4
-  local stream, done, run, wait = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
+  local stream, done, run, waiters = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
   local kind, id, job, tick = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
   local num = tonumber(ARGV[a + 11])
   local count = pending(stream, g, id, c)
@@ -246,7 +411,7 @@ for i = 1, nitems do
   else
     out[i] = '1'
     local tok = stream .. '\n' .. id
-    release_markers(run, wait, tok, job, channel)
+    release(run, waiters, tok, job, channel)
     redis.call('ZREM', KEYS[1], job .. '\n' .. tok)
     if kind == 'g' then
       -- Owned by no live consumer and idle for a very long time: any

@@ -53,7 +53,9 @@
 //	w_dead        per group: dead letters
 //	w_last        per group: each job's last outcome
 //	w_running     per group: runs admitted and not settled
-//	w_markers     per group: overlap markers run:<job> and wait:<job>
+//	w_markers     per group: the overlap run markers run:<job>
+//	w_waiters     per group: waiter places of jobs (entry, job, slot)
+//	w_alive       per group: each consumer's liveness expiry
 //
 // A stream entry's id is "<store ms>-<seq>", shaped as a Redis stream id.
 // Entries are trimmed only by a job's MaxLen, tick records after their
@@ -67,8 +69,8 @@
 // claimed again after it), streams, the lease (a crashed leader's lease
 // stays until its TTL runs out, as in Redis), the epoch and the history,
 // pauses and the control log, and the workers' state: work in flight
-// (taken over once idle), done records, scheduled retries and dead
-// letters. Every operation is one transaction, committed with
+// (taken over once its worker is not alive), done records, scheduled
+// retries and dead letters. Every operation is one transaction, committed with
 // synchronous=FULL: an operation that returned has reached the disk, and
 // one cut short by kill -9 or a power loss left nothing behind (a claim
 // writes its records, last-fired slots and stream entries all or none).

@@ -45,7 +45,7 @@ func (s *WorkerStore) wsweep(o *op) error {
 	if !due {
 		return nil
 	}
-	for _, t := range []string{"w_done", "w_running", "w_markers"} {
+	for _, t := range []string{"w_done", "w_running", "w_markers", "w_alive"} {
 		if err := o.exec("DELETE FROM "+t+" WHERE grp = ? AND expires_ms <= ?", s.group, o.ms); err != nil {
 			return err
 		}
@@ -106,9 +106,14 @@ func (s *WorkerStore) Reclaim(ctx context.Context, consumer string, streams []st
 			if len(out) >= max {
 				break
 			}
-			rows, err := o.tx.QueryContext(o.ctx, "SELECT "+pendingCols+` FROM w_pending
-				WHERE grp = ? AND stream = ? AND (delivered_ms IS NULL OR delivered_ms <= ?) ORDER BY seq LIMIT ?`,
-				s.group, key, o.ms-idle.Milliseconds(), max-len(out))
+			// Given back, owned by a consumer that is not alive, or (the
+			// backstop) idle.
+			rows, err := o.tx.QueryContext(o.ctx, "SELECT "+pendingCols+` FROM w_pending p
+				WHERE grp = ?1 AND stream = ?2 AND (delivered_ms IS NULL OR delivered_ms <= ?3
+					OR (consumer <> ?4 AND NOT EXISTS (SELECT 1 FROM w_alive a
+						WHERE a.grp = p.grp AND a.consumer = p.consumer AND a.expires_ms > ?5)))
+				ORDER BY seq LIMIT ?6`,
+				s.group, key, o.ms-idle.Milliseconds(), consumer, o.ms, max-len(out))
 			if err != nil {
 				return err
 			}
@@ -214,51 +219,39 @@ func (s *WorkerStore) begin(o *op, consumer string, hold time.Duration, st worke
 	if _, done, err := s.doneRecord(o, d.Tick); err != nil {
 		return 0, err
 	} else if done {
-		return worker.SkipDone, s.ack(o, d)
+		return worker.SkipDone, s.settle(o, d)
 	}
 	if st.MaxDeliveries > 0 && p.count > st.MaxDeliveries {
 		if err := s.dead(o, consumer, d, p.count, deliveryLimitError(p.count, st.MaxDeliveries)); err != nil {
 			return 0, err
 		}
-		return worker.DeadDeliveries, s.ack(o, d)
+		return worker.DeadDeliveries, s.settle(o, d)
+	}
+	state, err := s.overlapState(o, d)
+	if err != nil {
+		return 0, err
+	}
+	a, err := worker.DecideOverlap(st, state, func() (bool, error) { return s.lowerPending(o, d) })
+	if err != nil {
+		return 0, err
 	}
 	tok := token(d)
-	run, wait := "run:"+d.Job, "wait:"+d.Job
-	a := worker.Run
-	switch st.Overlap {
-	case worker.OverlapSkip, worker.OverlapQueue:
-		cur, held, err := s.marker(o, run)
-		if err != nil {
-			return 0, err
-		}
-		if !held || cur == tok {
-			if err := s.setMarker(o, run, tok, hold); err != nil {
-				return 0, err
-			}
-			if err := o.exec("DELETE FROM w_markers WHERE grp = ? AND name = ? AND token = ?", s.group, wait, tok); err != nil {
-				return 0, err
-			}
-			break
-		}
-		a = worker.SkipOverlap
-		if st.Overlap == worker.OverlapQueue {
-			cur, held, err := s.marker(o, wait)
-			if err != nil {
-				return 0, err
-			}
-			if !held || cur == tok {
-				if err := s.setMarker(o, wait, tok, hold); err != nil {
-					return 0, err
-				}
-				a = worker.Wait
-			}
-		}
-	}
 	switch a {
 	case worker.Run:
+		if st.Overlap != worker.OverlapAllow {
+			if err := s.setMarker(o, "run:"+d.Job, tok, hold); err != nil {
+				return 0, err
+			}
+			if _, err := s.dropWaiter(o, d); err != nil {
+				return 0, err
+			}
+		}
 		err = o.exec(`INSERT INTO w_running (grp, token, job, expires_ms) VALUES (?, ?, ?, ?)
 			ON CONFLICT (grp, token) DO UPDATE SET job = excluded.job, expires_ms = excluded.expires_ms`,
 			s.group, tok, d.Job, o.ms+hold.Milliseconds())
+	case worker.Wait:
+		err = o.exec(`INSERT INTO w_waiters (grp, stream, seq, job, slot) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+			s.group, d.Stream, seqOf(d.ID), d.Job, int64(d.Slot))
 	case worker.SkipOverlap:
 		if err = s.ack(o, d); err == nil {
 			err = s.setLast(o, d.Job, worker.OutcomeSkippedOverlap, d.Tick)
@@ -272,10 +265,13 @@ func deliveryLimitError(count, limit int) string {
 }
 
 // Heartbeat implements worker.Store.
-func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, hold time.Duration, holds []worker.Hold) ([]int, error) {
+func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, live, hold time.Duration, holds []worker.Hold) ([]int, error) {
 	var lost []int
 	err := s.b.write(ctx, func(o *op) error {
 		lost = nil
+		if err := s.setAlive(o, consumer, live); err != nil {
+			return err
+		}
 		for i, h := range holds {
 			p, err := s.owned(o, consumer, h.D)
 			if err != nil {
@@ -290,11 +286,9 @@ func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, hold time.
 				return err
 			}
 			tok := token(h.D)
-			if h.Marker != worker.MarkerNone {
+			switch h.Marker {
+			case worker.MarkerRun:
 				name := "run:" + h.D.Job
-				if h.Marker == worker.MarkerWait {
-					name = "wait:" + h.D.Job
-				}
 				cur, held, err := s.marker(o, name)
 				if err != nil {
 					return err
@@ -305,6 +299,15 @@ func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, hold time.
 				}
 				if err := s.setMarker(o, name, tok, hold); err != nil {
 					return err
+				}
+			case worker.MarkerWait:
+				has, err := s.hasPlace(o, h.D)
+				if err != nil {
+					return err
+				}
+				if !has {
+					lost = append(lost, i)
+					continue
 				}
 			}
 			if err := o.exec("UPDATE w_running SET expires_ms = ? WHERE grp = ? AND token = ?", o.ms+hold.Milliseconds(), s.group, tok); err != nil {
@@ -338,18 +341,11 @@ func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.F
 			}
 			owned[i] = true
 			tok := token(d)
-			for _, name := range []string{"run:" + d.Job, "wait:" + d.Job} {
-				cur, held, err := s.marker(o, name)
-				if err != nil {
-					return err
-				}
-				if held && cur == tok {
-					if err := o.exec("DELETE FROM w_markers WHERE grp = ? AND name = ?", s.group, name); err != nil {
-						return err
-					}
-					released = true
-				}
+			freed, err := s.release(o, d)
+			if err != nil {
+				return err
 			}
+			released = released || freed
 			if err := o.exec("DELETE FROM w_running WHERE grp = ? AND token = ?", s.group, tok); err != nil {
 				return err
 			}

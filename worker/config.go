@@ -30,17 +30,27 @@ type Config struct {
 	// handlers in flight finish before it cancels their contexts (cause
 	// ErrShutdown). Default 5s.
 	ShutdownTimeout time.Duration
-	// TakeoverIdle is how long an entry must go without a heartbeat before
-	// another consumer may take it over. Default 30s. A consumer that dies
-	// has its ticks run elsewhere within about TakeoverIdle +
-	// HeartbeatInterval.
-	TakeoverIdle time.Duration
-	// HeartbeatInterval is how often a worker resets the idle time of the
-	// entries it holds and extends their overlap markers; it is also how
-	// often it looks for entries to take over. Default TakeoverIdle/6; at
-	// most TakeoverIdle/3, so that two heartbeats can fail before a live
-	// worker's entries become eligible for takeover.
+	// HeartbeatInterval is how often a worker marks itself alive in the
+	// store, resets the idle time of the entries it holds and extends
+	// their run markers; it is also how often it looks for entries to take
+	// over and retries ticks waiting for a marker. Default 1s, or
+	// TakeoverIdle/3 when that is shorter.
 	HeartbeatInterval time.Duration
+	// LivenessTTL is how long the store keeps a worker alive after its
+	// last heartbeat. Once it lapses, the worker's ticks (running or
+	// waiting) and its run markers are taken over at once by the others:
+	// a worker that dies has its ticks run elsewhere within about
+	// LivenessTTL + HeartbeatInterval. A worker whose heartbeats have not
+	// reached the store for LivenessTTL − HeartbeatInterval cancels its
+	// handlers (ErrOwnershipLost), so it never runs a tick it may have
+	// lost. Default 3×HeartbeatInterval; at least 2×HeartbeatInterval, at
+	// most TakeoverIdle.
+	LivenessTTL time.Duration
+	// TakeoverIdle is the backstop: an entry that goes this long without
+	// a heartbeat is taken over even though its owner is alive (a worker
+	// that lost track of it). Default 30s; at least 3×HeartbeatInterval.
+	// A run marker expires this long after its last heartbeat.
+	TakeoverIdle time.Duration
 	// DoneRetention is how long a tick's done record is kept. Default 1h.
 	// Acknowledgement and done record are written in one step, so an entry
 	// that succeeded is never redelivered; the record guards against the
@@ -58,6 +68,7 @@ const (
 	DefaultConcurrency     = 10
 	DefaultShutdownTimeout = 5 * time.Second
 	DefaultTakeoverIdle    = 30 * time.Second
+	DefaultHeartbeat       = time.Second
 	DefaultDoneRetention   = time.Hour
 	DefaultMaxDeliveries   = 10
 	DefaultMaxAttempts     = 3
@@ -84,7 +95,10 @@ func (c Config) withDefaults() Config {
 		c.TakeoverIdle = DefaultTakeoverIdle
 	}
 	if c.HeartbeatInterval == 0 {
-		c.HeartbeatInterval = c.TakeoverIdle / 6
+		c.HeartbeatInterval = min(DefaultHeartbeat, c.TakeoverIdle/3)
+	}
+	if c.LivenessTTL == 0 {
+		c.LivenessTTL = min(3*c.HeartbeatInterval, c.TakeoverIdle)
 	}
 	if c.DoneRetention == 0 {
 		c.DoneRetention = DefaultDoneRetention
@@ -113,6 +127,10 @@ func (c Config) Validate() error {
 		return cfgErr("worker.heartbeat_interval", "must be positive, got %s", c.HeartbeatInterval)
 	case d.HeartbeatInterval > d.TakeoverIdle/3:
 		return cfgErr("worker.heartbeat_interval", "%s must be at most a third of takeover_idle (%s): a live worker's ticks must survive two failed heartbeats without being taken over", d.HeartbeatInterval, d.TakeoverIdle)
+	case d.LivenessTTL < 2*d.HeartbeatInterval:
+		return cfgErr("worker.liveness_ttl", "%s must be at least twice heartbeat_interval (%s): a live worker must survive a failed heartbeat", d.LivenessTTL, d.HeartbeatInterval)
+	case d.LivenessTTL > d.TakeoverIdle:
+		return cfgErr("worker.liveness_ttl", "%s must be at most takeover_idle (%s)", d.LivenessTTL, d.TakeoverIdle)
 	case c.DoneRetention < 0:
 		return cfgErr("worker.done_retention", "must not be negative, got %s", c.DoneRetention)
 	case d.DoneRetention < d.TakeoverIdle:

@@ -25,44 +25,60 @@
 //	   │           ┌───────────────────────┼───────────────┬──────────────┬─────────────┐
 //	   │           ▼                       ▼               ▼              ▼             ▼
 //	   │      skipped_done           skipped_overlap    dead (delivery  waiting       running
-//	   │      (done record           (marker held by    limit passed)   (queue: owns  (owns the
-//	   │       exists; ack)           another; ack)     ack             waiter slot)  run marker)
-//	   │                                                                 │ marker     │ handler
-//	   │                                                                 └─ free ────▶│ returns
+//	   │      (done record           (marker held by    limit passed)   (owns a       (owns the
+//	   │       exists; ack)           another; ack)     ack             waiter place) run marker)
+//	   │                                                                 │ marker free│ handler
+//	   │                                                                 └─ its turn ▶│ returns
 //	   │                              ┌──────────────────┬──────────────────┬─────────┤
 //	   │                              ▼                  ▼                  ▼         ▼
 //	   │                          succeeded          retry scheduled      dead     given back
 //	   │                          (done record,      (ack; the tick is    (ack;    (shutdown past
-//	   │                           ack)               kept aside until    dead      the bound: no
-//	   │                                              due)                letter)   ack, any
-//	   │                                                 │ promoted                 consumer takes
-//	   └─────────────────────────────────────────────────┘ (new entry,              it over at once)
-//	                                                        attempt+1)
+//	   │                           ack)               kept aside until    dead      the bound, or
+//	   │                                              due)                letter)   lost contact:
+//	   │                                                 │ promoted                 no ack, any
+//	   └─────────────────────────────────────────────────┘ (new entry,              consumer takes
+//	                                                        attempt+1)              it over at once)
 //
 // Every arrow out of "pending" is one atomic store step that first checks
 // ownership; a worker whose entry was taken over meanwhile writes nothing
 // and counts the run as lost. A waiting or running entry stays pending and
-// owned while its worker heartbeats it.
+// owned while its worker is alive; once the worker's liveness lapses, any
+// other worker takes the entry over (delivery count +1).
 //
-// # Ownership, heartbeats and takeover
+// # Liveness, heartbeats and takeover
 //
-// An entry is owned by the consumer it was last delivered to. A worker
-// heartbeats every entry it holds each HeartbeatInterval: the heartbeat
-// resets the entry's idle time in the store without counting a delivery
-// (Redis: XCLAIM to itself with JUSTID) and extends the overlap marker the
-// entry holds. Another consumer may take an entry over only once it has
-// been idle for TakeoverIdle (Redis: XAUTOCLAIM with that minimum idle
-// time), which counts a delivery. HeartbeatInterval is at most a third of
-// TakeoverIdle, so a live worker's entries survive two failed heartbeats,
-// and a handler running ten times TakeoverIdle is never started twice
-// while its worker lives. A crashed worker's entries are taken over
-// within about TakeoverIdle + HeartbeatInterval.
+// A worker is alive while its liveness record in the store is: Run
+// registers it before taking anything (which also gives back whatever an
+// earlier process of the same consumer name left pending: two live
+// workers never share a name), and every HeartbeatInterval (default 1s) a
+// heartbeat moves the record's expiry to LivenessTTL (default 3×the
+// interval) past the store's clock, whether the worker holds anything or
+// not. The same heartbeat resets the idle time of every entry the worker
+// holds without counting a delivery (Redis: XCLAIM to itself with JUSTID)
+// and extends the run markers they hold.
 //
-// A worker stops trusting an entry when a heartbeat finds it owned by
-// someone else, or its marker gone, or when its heartbeats have failed for
-// TakeoverIdle − HeartbeatInterval since the last one that reached the
-// store: it cancels the handler's context with cause ErrOwnershipLost.
-// Handlers must honour their context.
+// Reclaim, which every worker calls each HeartbeatInterval, takes over at
+// once every entry whose owner is not alive by the store's clock (its
+// record lapsed, or it never had one, or the entry was given back), and
+// counts a delivery. A run marker whose entry is owned by no live worker
+// holds nothing. So a worker killed with SIGKILL has its ticks, running
+// or waiting, run elsewhere within about LivenessTTL + HeartbeatInterval
+// of its last heartbeat (make verify measures it; see the README), and
+// its job is not blocked meanwhile. TakeoverIdle (default 30s) remains as
+// a backstop: an entry of a live worker that has gone that long without a
+// heartbeat (the worker lost track of it) is taken over too.
+//
+// A live worker's ticks are never taken over, however long its handler
+// runs: its heartbeats keep it alive and its entries fresh (the suite
+// runs a handler for ten times the liveness TTL on a fleet of three
+// processes and sees it start once). A worker stops trusting what it
+// holds when a heartbeat finds an entry owned by someone else or its
+// marker or waiter place gone, and when its heartbeats have not reached
+// the store for LivenessTTL − HeartbeatInterval since the last one sent
+// that did (a timer, not the next heartbeat, decides): it cancels its
+// handlers' contexts with cause ErrOwnershipLost, one heartbeat interval
+// before the store could see it dead, and gives their ticks back if the
+// store still has them as its own. Handlers must honour their context.
 //
 // # When a handler can still run twice
 //
@@ -75,10 +91,11 @@
 //     effect and before the done record is written. The entry is taken
 //     over and run again; Task.Deliveries is then above 1.
 //  2. The worker is paused (GC, SIGSTOP, a stalled disk) for longer than
-//     TakeoverIdle while its handler runs. Another worker takes the entry
+//     LivenessTTL while its handler runs. Another worker takes the entry
 //     over and runs it; the paused one, on waking, has its context
-//     cancelled at its next heartbeat and its result is refused (lost),
-//     but what its handler did before that stands.
+//     cancelled (its trust deadline passed) and its result is refused
+//     (lost), but what its handler did before that stands. A longer
+//     LivenessTTL makes this rarer and a dead worker's takeover slower.
 //
 // Make both harmless downstream: use Task.Tick (the same on every attempt
 // and delivery) as the idempotency key of side effects, and Task.Epoch,
@@ -115,20 +132,37 @@
 // skipped for overlap are acknowledged in the same step as the decision,
 // so they are never redelivered either; they get no done record.
 //
-// # Overlap
+// # Overlap, and the job's preference
 //
-// Per job, across the whole fleet: OverlapSkip (default) acknowledges a
-// tick whose job has a run in flight anywhere and counts it as
-// skipped_overlap; OverlapQueue lets one tick per job wait (pending, owned
-// and heartbeated) and skips any further one; OverlapAllow has no marker.
-// The "run in flight" marker is a lease in the store: it names the stream
-// entry that holds it and expires TakeoverIdle after its last heartbeat,
-// so a crashed worker blocks its job for at most that long. A marker
-// passes with its entry: the consumer that takes an entry over takes its
-// marker too. A waiting tick is admitted when the marker is released
-// (the store notifies the fleet) or, at the latest, at its next heartbeat.
-// Note that with OverlapSkip a tick taken over from a crashed worker is
-// itself skipped if another tick of its job started meanwhile.
+// Per job, across the whole fleet, a run holds the job's run marker (a
+// lease in the store that names the stream entry holding it, extended by
+// heartbeats, passing with the entry to a worker that takes it over); a
+// tick that comes due while another run holds it is decided by the job's
+// preference first (WithPrefer, the configuration's prefer:) and its
+// overlap policy second, by the rule DecideOverlap states:
+//
+//	prefer \ overlap  skip (default)            queue                      allow
+//	missed            skipped, a missed slot     one waits; others skipped  runs at once
+//	duplicate         waits; slot order          the same                   runs at once
+//
+// A job that prefers missed loses the tick: it is acknowledged, counted as
+// skipped_overlap and in worker_missed_ticks_total{prefer="missed",
+// reason="overlap"} (which the missed-ticks alert reads) and logged with
+// its reason. A job that prefers duplicate never loses a tick for
+// overlap: every tick waits (pending, owned and heartbeated, holding a
+// waiter place ordered by slot), and the job's ticks run one at a time in
+// slot order, catch-up batches included. The store decides the order in
+// Begin: a tick runs only when the marker is free, no tick of the job
+// with a lower slot holds a waiter place, and none with a lower entry id
+// is pending without one (delivered to a worker that has not begun it
+// yet, or taken over from a dead one). At most WithMaxWaiting ticks wait
+// (the daemon passes max_catchup); one beyond is skipped and counted as
+// missed{prefer="duplicate"}, as the scheduler counts slots beyond
+// max_catchup. A retry enters the order by its slot when it is promoted.
+// A waiting tick is admitted when the marker is released (the store
+// notifies the fleet) or, at the latest, at its next heartbeat; a dead
+// worker's marker frees without a notification, at the next heartbeat of
+// the waiters. With OverlapAllow there is no marker and no order.
 //
 // # Groups
 //
@@ -143,9 +177,12 @@
 //
 // worker_runs_total{job_name,outcome}: a handler run ends succeeded,
 // failed or lost; a failed run is also counted as retried or dead (unless
-// shutdown cut it off: then it is given back); ticks dead-lettered without
-// a run (delivery limit, no handler) count as dead; skipped_overlap and
-// skipped_done count ticks that did not run. Also
+// shutdown or lost contact cut it off: then it is given back); ticks
+// dead-lettered without a run (delivery limit, no handler) count as dead;
+// skipped_overlap and skipped_done count ticks that did not run.
+// worker_missed_ticks_total{prefer,reason} counts the slots skipped for
+// overlap, per preference (a fleet total, summed with the scheduler's
+// missed slots by the alert). Also
 // worker_run_duration_seconds{job_name}, worker_reclaimed_total{job_name},
 // worker_runs_in_flight, worker_runs_waiting, worker_tick_delay_seconds
 // (store time at the start of a first attempt minus the slot),

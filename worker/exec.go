@@ -57,9 +57,10 @@ func (w *Worker) execute(h *held, storeNow time.Time) {
 	switch {
 	case err == nil:
 		f.Kind, f.Retention = FinishDone, w.cfg.DoneRetention
-	case errors.Is(cause, ErrShutdown):
-		// Cut off by shutdown: no attempt is spent, another worker takes
-		// the tick over at once.
+	case errors.Is(cause, ErrShutdown) || errors.Is(cause, ErrOwnershipLost):
+		// Cut off by shutdown, or because heartbeats stopped reaching the
+		// store: no attempt is spent; if the entry is still this
+		// consumer's, another worker takes it over at once.
 		f.Kind = FinishRelease
 	case errors.Is(err, ErrSkipRetry) || d.Attempt >= j.maxAttempts:
 		f.Kind, f.Err, outcome = FinishDead, err.Error(), OutcomeDead
@@ -108,7 +109,7 @@ func (w *Worker) execute(h *held, storeNow time.Time) {
 		}
 		switch f.Kind {
 		case FinishRelease:
-			log().Warn("tick cut off by shutdown and given back", "err", err, "duration", elapsed)
+			log().Warn("tick cut off and given back", "err", err, "duration", elapsed)
 		case FinishDead:
 			series.count(outcome)
 			log().Error("tick failed and went to the dead letters", "err", err, "duration", elapsed,
@@ -153,7 +154,7 @@ func (w *Worker) settle(h *held, f Finish, log func() *slog.Logger) (owned, sett
 		}
 		err := res.err
 		w.mu.Lock()
-		deadline := h.refreshed.Add(w.cfg.TakeoverIdle - w.cfg.HeartbeatInterval)
+		deadline := w.trustDeadlineLocked()
 		w.mu.Unlock()
 		if !w.clock.Now().Before(deadline) {
 			log().Error("giving up recording the tick's result: the store did not answer before the entry could be taken over", "err", err)

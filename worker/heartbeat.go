@@ -1,9 +1,13 @@
 package worker
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
-// heartbeats keeps the held entries owned and their markers held, every
-// HeartbeatInterval, until ctx is done (after the last handler returned).
+// heartbeats keeps this worker alive in the store, its held entries owned
+// and their run markers held, every HeartbeatInterval, until ctx is done
+// (after the last handler returned).
 func (w *Worker) heartbeats(ctx context.Context) {
 	t := w.clock.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
@@ -31,24 +35,24 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	}
 	w.mu.Unlock()
 	if waiters {
-		// Retry on a timer too: release notifications are best effort.
+		// Retry on a timer too: release notifications are best effort,
+		// and a dead worker's marker frees without one.
 		w.wakeWaiters()
 	}
-	if len(holds) == 0 {
-		return
-	}
-	hctx, cancel := context.WithTimeout(ctx, w.cfg.TakeoverIdle/2)
+	// A slow heartbeat may still keep this worker alive when it commits;
+	// meanwhile the trust timer acts on the delay.
+	hctx, cancel := context.WithTimeout(ctx, max(w.cfg.LivenessTTL, w.cfg.TakeoverIdle/2))
 	defer cancel()
 	sent := w.clock.Now()
-	lost, err := w.store.Heartbeat(hctx, w.cfg.Consumer, w.cfg.TakeoverIdle, holds)
+	lost, err := w.store.Heartbeat(hctx, w.cfg.Consumer, w.cfg.LivenessTTL, w.cfg.TakeoverIdle, holds)
 	if err != nil {
 		if ctx.Err() != nil {
 			return
 		}
 		w.storeError("heartbeat", err)
-		w.distrust()
 		return
 	}
+	w.alive(sent)
 	isLost := make(map[int]bool, len(lost))
 	for _, i := range lost {
 		isLost[i] = true
@@ -56,27 +60,51 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for i, h := range hs {
-		if !w.holdsLocked(h) || h.gen != gens[i] {
-			continue // settled or changed meanwhile: the answer is about the past
+		if !isLost[i] || !w.holdsLocked(h) || h.gen != gens[i] {
+			continue // kept, or settled or changed meanwhile: the answer is about the past
 		}
-		if !isLost[i] {
-			h.refreshed = sent
-			continue
-		}
-		w.loseLocked(h, "a heartbeat found the tick no longer owned by this consumer (taken over after it went idle)")
+		w.loseLocked(h, "a heartbeat found the tick no longer owned by this consumer (taken over after its liveness lapsed, or given up)")
 	}
 }
 
-// distrust cancels the handlers whose entries may have been taken over by
-// now because heartbeats have not reached the store for too long: the
-// safety margin is one heartbeat interval.
-func (w *Worker) distrust() {
-	now := w.clock.Now()
+// alive records that a heartbeat (or the registration) sent at sent
+// reached the store, which keeps this worker alive until at least sent +
+// LivenessTTL by its own clock: the worker trusts what it holds until one
+// heartbeat interval before that, and distrusts it then unless a later
+// heartbeat got through.
+func (w *Worker) alive(sent time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if sent.Before(w.aliveSent) {
+		return
+	}
+	w.aliveSent = sent
+	d := w.clock.Until(w.trustDeadlineLocked())
+	if w.trust == nil {
+		w.trust = w.clock.AfterFunc(d, w.distrust)
+		return
+	}
+	w.trust.Reset(d)
+}
+
+func (w *Worker) trustDeadlineLocked() time.Time {
+	return w.aliveSent.Add(w.cfg.LivenessTTL - w.cfg.HeartbeatInterval)
+}
+
+// distrust cancels the handlers of this worker when its heartbeats have
+// not reached the store for so long that its liveness may lapse (and its
+// ticks be taken over) before the next one does: the safety margin is one
+// heartbeat interval. Waiting ticks stay: they run only after a Begin,
+// which the store fences.
+func (w *Worker) distrust() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.clock.Now().Before(w.trustDeadlineLocked()) {
+		return // a heartbeat got through meanwhile
+	}
 	for _, h := range w.held {
-		if now.Sub(h.refreshed) >= w.cfg.TakeoverIdle-w.cfg.HeartbeatInterval {
-			w.loseLocked(h, "heartbeats failed for nearly the takeover idle time: another consumer may take the tick over")
+		if h.state == running {
+			w.loseLocked(h, "heartbeats have not reached the store for nearly the liveness TTL: another consumer may take the tick over")
 		}
 	}
 }

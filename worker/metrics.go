@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/onetick/onetick"
 )
 
 // metrics are the worker's Prometheus series. Everything labelled per job
@@ -21,6 +23,7 @@ type metrics struct {
 	delay     prometheus.Histogram
 	promoted  prometheus.Counter
 	storeErrs *prometheus.CounterVec
+	missed    *prometheus.CounterVec
 
 	mu     sync.Mutex
 	series map[string]*jobSeries
@@ -28,6 +31,10 @@ type metrics struct {
 
 // unregisteredJob labels ticks of jobs with no handler.
 const unregisteredJob = "_unregistered"
+
+// ReasonOverlap is the reason label of worker_missed_ticks_total for a
+// tick skipped because a run of its job was in flight.
+const ReasonOverlap = "overlap"
 
 // jobSeries are one job's series, looked up once.
 type jobSeries struct {
@@ -75,11 +82,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "worker_store_errors_total",
 			Help: "Store calls that failed, by operation.",
 		}, []string{"op"}),
+		missed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "worker_missed_ticks_total",
+			Help: "Slots this worker skipped without running them, by the job's preference and the reason (overlap: a run of the job was in flight). A fleet total, summed with scheduler_missed_ticks_total by the missed-ticks alert.",
+		}, []string{"prefer", "reason"}),
 		series: map[string]*jobSeries{},
+	}
+	// Every series exists from the start, at zero, so that increase()
+	// sees the first missed slot.
+	for _, p := range []onetick.Prefer{onetick.PreferMissed, onetick.PreferDuplicate} {
+		m.missed.WithLabelValues(string(p), ReasonOverlap)
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.runs, m.duration, m.reclaimed, m.inFlight, m.waiting,
-			m.delay, m.promoted, m.storeErrs} {
+			m.delay, m.promoted, m.storeErrs, m.missed} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -106,3 +122,9 @@ func (m *metrics) job(name string) *jobSeries {
 }
 
 func (s *jobSeries) count(o Outcome) { s.outcome[o].Inc() }
+
+// missedTicks is the fleet-total counter of slots skipped for reason by
+// jobs that prefer p.
+func (m *metrics) missedTicks(p onetick.Prefer, reason string) prometheus.Counter {
+	return m.missed.WithLabelValues(string(p), reason)
+}

@@ -3,6 +3,8 @@ package worker
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/onetick/onetick"
 )
 
 // JobOption configures one registered job.
@@ -13,6 +15,8 @@ type jobOptions struct {
 	maxAttempts int
 	backoff     func(attempt int) time.Duration
 	overlap     Overlap
+	prefer      onetick.Prefer
+	maxWaiting  int
 	stream      string
 }
 
@@ -33,6 +37,25 @@ func WithBackoff(f func(attempt int) time.Duration) JobOption {
 
 // WithOverlap sets the overlap policy. Default OverlapSkip.
 func WithOverlap(p Overlap) JobOption { return func(o *jobOptions) { o.overlap = p } }
+
+// WithPrefer sets the job's preference, as the scheduler's Job.Prefer
+// (the daemon passes the configuration's prefer:). It decides what the
+// overlap policy does with a tick that comes due while a run of the job
+// is in flight: onetick.PreferMissed (the default) skips it (OverlapSkip,
+// or OverlapQueue once a tick waits) and counts it as a missed slot;
+// onetick.PreferDuplicate never skips it for overlap: with OverlapSkip or
+// OverlapQueue it waits, and the job's ticks run one at a time in slot
+// order, up to WithMaxWaiting ticks waiting.
+func WithPrefer(p onetick.Prefer) JobOption { return func(o *jobOptions) { o.prefer = p } }
+
+// WithMaxWaiting bounds how many ticks of a job that prefers duplicate may
+// wait for its run in flight, fleet-wide; a tick beyond is skipped and
+// counted as missed. Default DefaultMaxWaiting (the scheduler's default
+// max_catchup; the daemon passes the job's max_catchup).
+func WithMaxWaiting(n int) JobOption { return func(o *jobOptions) { o.maxWaiting = n } }
+
+// DefaultMaxWaiting is the default of WithMaxWaiting.
+const DefaultMaxWaiting = 100
 
 // WithStream sets the job's stream key; it must match the scheduler's
 // (default "onetick:stream:<job>", the scheduler's default too).

@@ -31,12 +31,22 @@ type Store interface {
 	Fetch(ctx context.Context, consumer string, streams []string, max int, block time.Duration) ([]*Delivery, error)
 
 	// Reclaim makes consumer the owner of up to max entries of the given
-	// streams that have been pending for at least idle since their last
-	// delivery or heartbeat (entries given back count as idle forever),
-	// counting one more delivery for each, and returns them with the
-	// store's delivery count. An entry whose owner heartbeats more often
-	// than every idle is never reclaimed.
+	// streams whose owner is not alive (its liveness lapsed by the store's
+	// clock, or it never had one), or that were given back, or (the
+	// backstop) that have been pending for at least idle since their last
+	// delivery or heartbeat, counting one more delivery for each, and
+	// returns them with the store's delivery count. An entry whose owner
+	// is alive and heartbeats it more often than every idle is never
+	// reclaimed.
 	Reclaim(ctx context.Context, consumer string, streams []string, idle time.Duration, max int) ([]*Delivery, error)
+
+	// Register starts a new process of consumer: in one atomic step it
+	// marks consumer alive for live (by the store's clock) and gives back
+	// every entry of the given streams that the store still shows as
+	// pending for consumer. Those belong to an earlier process of the
+	// same name, which is dead (two live workers never share a name), so
+	// any consumer may take them over at once.
+	Register(ctx context.Context, consumer string, streams []string, live time.Duration) error
 
 	// Begin decides, in one atomic step per start, whether consumer may run
 	// a delivery it owns:
@@ -46,34 +56,37 @@ type Store interface {
 	//   - DeadDeliveries: the store's delivery count exceeds
 	//     MaxDeliveries (> 0): the tick is appended to the dead letters and
 	//     the entry acknowledged.
-	//   - Run: the overlap policy admits it. With OverlapSkip and
-	//     OverlapQueue the job's run marker now holds this entry's token
-	//     for hold (a marker that names this same entry, left by a consumer
-	//     the entry was taken over from, passes to the caller); the entry
-	//     is recorded as in flight for hold.
-	//   - SkipOverlap: the job's marker is held by another entry (skip), or
-	//     another entry already waits (queue): the entry is acknowledged.
-	//   - Wait (queue only): the job's waiter slot holds this entry's token
-	//     for hold; the entry stays pending and owned. Call Begin again
+	//   - Run, SkipOverlap or Wait: as DecideOverlap decides from the
+	//     job's run marker and waiter places (see OverlapState). On Run
+	//     with OverlapSkip or OverlapQueue the job's run marker now holds
+	//     this entry's token for hold (a marker that names this same entry,
+	//     left by a consumer the entry was taken over from, passes to the
+	//     caller), the entry's waiter place if any is dropped, and the
+	//     entry is recorded as in flight for hold. On SkipOverlap the entry
+	//     is acknowledged. On Wait the entry has a waiter place of the job
+	//     (ordered by slot) and stays pending and owned: call Begin again
 	//     when the marker may be free (Released).
+	// An entry acknowledged by Begin loses its marker and waiter place.
 	// Begin sets each delivery's Deliveries to the store's count.
 	Begin(ctx context.Context, consumer string, hold time.Duration, starts []Start) (BeginResult, error)
 
-	// Heartbeat resets the idle time of each held entry that is still
-	// pending for consumer, without counting a delivery, and extends the
-	// marker it holds (run or waiter slot) by hold. It returns the indexes
-	// of holds that are lost: the entry is no longer pending for consumer,
-	// or the marker no longer holds its token. Each hold is atomic.
-	Heartbeat(ctx context.Context, consumer string, hold time.Duration, holds []Hold) (lost []int, err error)
+	// Heartbeat marks consumer alive for live (by the store's clock),
+	// resets the idle time of each held entry that is still pending for
+	// consumer, without counting a delivery, and extends the run marker
+	// it holds by hold. It returns the indexes of holds that are lost: the
+	// entry is no longer pending for consumer, or the run marker no longer
+	// holds its token, or its waiter place is gone. Each hold is atomic;
+	// a call with no holds only marks consumer alive.
+	Heartbeat(ctx context.Context, consumer string, live, hold time.Duration, holds []Hold) (lost []int, err error)
 
 	// Finish settles deliveries. Each one is atomic and fenced: if the
 	// entry is no longer pending for consumer nothing is written and its
 	// owned flag is false (except that a FinishDone whose done record this
 	// same consumer already wrote for this entry answers true, so a call
 	// retried after a lost reply does not count as lost). Otherwise, in
-	// the same step: the entry is acknowledged, the run or waiter marker
-	// it holds is released (and Released notified), it stops being in
-	// flight, and per kind:
+	// the same step: the entry is acknowledged, the run marker and the
+	// waiter place it holds are released (and Released notified), it stops
+	// being in flight, and per kind:
 	//   - FinishDone: the tick's done record is written, kept for
 	//     Retention.
 	//   - FinishRetry: a copy of the tick with Attempt+1 is scheduled
@@ -91,7 +104,8 @@ type Store interface {
 	PromoteDue(ctx context.Context, max int) (Promoted, error)
 
 	// Released returns a channel that receives a value whenever an overlap
-	// marker may have been released anywhere in the group. Notifications
+	// marker or a waiter place may have been released anywhere in the
+	// group. Notifications
 	// are coalesced and best effort; waiters must also retry on a timer.
 	// The channel is closed after ctx is done.
 	Released(ctx context.Context) <-chan struct{}
@@ -140,12 +154,16 @@ type Delivery struct {
 }
 
 // Overlap is a job's policy for a tick that comes due while a previous run
-// of the same job is still in flight anywhere in the fleet.
+// of the same job is still in flight anywhere in the fleet. What it does
+// also depends on the job's preference (see DecideOverlap and the package
+// documentation): for a job that prefers duplicate, skip and queue both
+// make the tick wait, in slot order.
 type Overlap string
 
 const (
 	// OverlapSkip (the default): the tick is acknowledged without running
-	// and counted as skipped_overlap.
+	// and counted as skipped_overlap, and, for a job that prefers missed,
+	// as a missed slot.
 	OverlapSkip Overlap = "skip"
 	// OverlapQueue: the tick waits for the run in flight to finish; at most
 	// one tick per job waits, later ones are skipped.
@@ -158,6 +176,13 @@ const (
 type Start struct {
 	D       *Delivery
 	Overlap Overlap
+	// MaxWaiting is how many ticks of the job may hold a waiter place at
+	// once, fleet-wide, with OverlapQueue (0 counts as 1).
+	MaxWaiting int
+	// Ordered: the job's ticks run in slot order (OverlapQueue): a tick
+	// runs only when no tick of the job with a lower slot waits or is
+	// pending without having begun.
+	Ordered bool
 	// MaxDeliveries: dead-letter the entry when the store has delivered it
 	// more often than this (0: no limit).
 	MaxDeliveries int
@@ -205,7 +230,7 @@ type Marker int
 const (
 	MarkerNone Marker = iota // no marker (OverlapAllow, or not admitted yet)
 	MarkerRun                // the job's run marker
-	MarkerWait               // the job's waiter slot
+	MarkerWait               // a waiter place of the job
 )
 
 // Hold is one delivery a consumer heartbeats.

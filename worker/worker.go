@@ -32,6 +32,12 @@ type Worker struct {
 	waitersDue bool
 	stopping   bool // Run's ctx is done: admitted ticks are given back, not started
 	cutoff     bool // the shutdown bound passed: running handlers are cancelled
+	// aliveSent is when the last heartbeat (or the registration) that
+	// reached the store was sent: the store keeps this worker alive until
+	// at least aliveSent + LivenessTTL. trust fires distrust at
+	// aliveSent + LivenessTTL − HeartbeatInterval.
+	aliveSent time.Time
+	trust     clockwork.Timer
 
 	slots        chan struct{} // one token per free handler slot
 	handlers     sync.WaitGroup
@@ -65,13 +71,9 @@ type held struct {
 	marker Marker
 	// gen changes with every state or marker change, so that a heartbeat
 	// answer about an older state is not applied to a newer one.
-	gen uint64
-	// refreshed is when (worker clock) the last store call that reset the
-	// entry's idle time was sent. Until refreshed + TakeoverIdle no other
-	// consumer can take the entry over.
-	refreshed time.Time
-	cancel    context.CancelCauseFunc // running only
-	settling  bool                    // the handler returned; its result is being recorded
+	gen      uint64
+	cancel   context.CancelCauseFunc // running only
+	settling bool                    // the handler returned; its result is being recorded
 }
 
 // New validates cfg and returns a Worker with no jobs; register them with
@@ -108,7 +110,7 @@ func (w *Worker) Handle(name string, h Handler, opts ...JobOption) error {
 		return cfgErr(field("handler"), "is nil")
 	}
 	o := jobOptions{maxAttempts: DefaultMaxAttempts, backoff: DefaultBackoff, overlap: OverlapSkip,
-		stream: "onetick:stream:" + name}
+		prefer: onetick.PreferMissed, maxWaiting: DefaultMaxWaiting, stream: "onetick:stream:" + name}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -121,6 +123,18 @@ func (w *Worker) Handle(name string, h Handler, opts ...JobOption) error {
 		return cfgErr(field("backoff"), "is nil")
 	case o.stream == "":
 		return cfgErr(field("stream"), "must not be empty")
+	case o.maxWaiting < 0:
+		return cfgErr(field("max_waiting"), "must not be negative, got %d", o.maxWaiting)
+	}
+	switch o.prefer {
+	case "":
+		o.prefer = onetick.PreferMissed
+	case onetick.PreferMissed, onetick.PreferDuplicate:
+	default:
+		return cfgErr(field("prefer"), "must be %q or %q, got %q", onetick.PreferMissed, onetick.PreferDuplicate, o.prefer)
+	}
+	if o.maxWaiting == 0 {
+		o.maxWaiting = DefaultMaxWaiting
 	}
 	switch o.overlap {
 	case OverlapSkip, OverlapQueue, OverlapAllow:
@@ -175,8 +189,20 @@ func (w *Worker) Run(ctx context.Context) error {
 	for range w.cfg.Concurrency {
 		w.slots <- struct{}{}
 	}
+	// Alive in the store before taking anything, so that no other worker
+	// takes this one's first entries for a dead worker's; and whatever an
+	// earlier process of this name left is given back.
+	if !w.register(ctx) {
+		return nil
+	}
+	defer func() {
+		w.mu.Lock()
+		w.trust.Stop()
+		w.mu.Unlock()
+	}()
 	w.log.Info("worker started", "jobs", len(w.jobs), "streams", len(w.streams),
-		"concurrency", w.cfg.Concurrency, "takeover_idle", w.cfg.TakeoverIdle)
+		"concurrency", w.cfg.Concurrency, "heartbeat", w.cfg.HeartbeatInterval, "liveness_ttl", w.cfg.LivenessTTL,
+		"takeover_idle", w.cfg.TakeoverIdle)
 
 	// Heartbeats outlive ctx: handlers finishing within the shutdown bound
 	// must keep their entries.
@@ -269,7 +295,6 @@ func (w *Worker) intakeOnce(ctx context.Context, n int, nextReclaim *time.Time) 
 	}
 	if now := w.clock.Now(); !now.Before(*nextReclaim) {
 		*nextReclaim = now.Add(w.cfg.HeartbeatInterval)
-		sent := w.clock.Now()
 		// Not cut short by shutdown: entries taken over must come back
 		// here, to be run or given back.
 		rctx, cancel := w.storeCtx()
@@ -282,7 +307,7 @@ func (w *Worker) intakeOnce(ctx context.Context, n int, nextReclaim *time.Time) 
 			w.storeError("reclaim", err)
 			return n, false
 		}
-		n = w.admit(ds, n, sent, true)
+		n = w.admit(ds, n, true)
 	}
 	w.mu.Lock()
 	due := w.waitersDue
@@ -303,184 +328,16 @@ func (w *Worker) intakeOnce(ctx context.Context, n int, nextReclaim *time.Time) 
 	w.interrupt = cancel
 	w.mu.Unlock()
 	block := max(w.clock.Until(*nextReclaim), time.Millisecond)
-	sent := w.clock.Now()
 	ds, err := w.store.Fetch(fctx, w.cfg.Consumer, w.streams, n, block)
 	w.mu.Lock()
 	w.interrupt = nil
 	w.mu.Unlock()
-	n = w.admit(ds, n, sent, false)
+	n = w.admit(ds, n, false)
 	if err != nil && fctx.Err() == nil {
 		w.storeError("fetch", err)
 		return n, false
 	}
 	return n, true
-}
-
-// admit begins deliveries just taken (fetched, or taken over when
-// reclaimed), starting a handler, with one of the n free slots, for each
-// the store admits. It returns the slots left.
-func (w *Worker) admit(ds []*Delivery, n int, sent time.Time, reclaimed bool) int {
-	var starts []Start
-	var hs []*held
-	w.mu.Lock()
-	for _, d := range ds {
-		k := heldKey{d.Stream, d.ID}
-		if h, dup := w.held[k]; dup {
-			// Our own entry, idle because heartbeats failed: still ours.
-			h.refreshed = sent
-			continue
-		}
-		j := w.jobs[d.Job]
-		if reclaimed {
-			name := d.Job
-			if j == nil {
-				name = unregisteredJob
-			}
-			w.m.job(name).reclaimed.Inc()
-		}
-		if j == nil {
-			w.mu.Unlock()
-			w.noHandler(d)
-			w.mu.Lock()
-			continue
-		}
-		h := &held{d: d, job: j, refreshed: sent}
-		w.held[k] = h
-		hs = append(hs, h)
-		starts = append(starts, Start{D: d, Overlap: j.overlap, MaxDeliveries: w.cfg.MaxDeliveries})
-	}
-	w.mu.Unlock()
-	if len(starts) == 0 {
-		return n
-	}
-	return w.begin(hs, starts, n)
-}
-
-// begin asks the store to admit hs and acts on the answers.
-func (w *Worker) begin(hs []*held, starts []Start, n int) int {
-	ctx, cancel := w.storeCtx()
-	defer cancel()
-	res, err := w.store.Begin(ctx, w.cfg.Consumer, w.cfg.TakeoverIdle, starts)
-	if err != nil {
-		w.storeError("begin", err)
-		// Their fate in the store is unknown: give them back, so that a
-		// takeover does not wait for them to go idle.
-		fs := make([]Finish, len(hs))
-		for i, h := range hs {
-			fs[i] = Finish{D: h.d, Kind: FinishRelease}
-		}
-		w.forget(hs)
-		w.finishQuietly(fs)
-		return n
-	}
-	var release []Finish
-	for i, h := range hs {
-		d, j := h.d, h.job
-		log := w.log.With("job", d.Job, "tick", d.Tick, "attempt", d.Attempt, "entry", d.ID)
-		switch a := res.Admissions[i]; a {
-		case Run:
-			w.mu.Lock()
-			h.gen++
-			if j.overlap != OverlapAllow {
-				h.marker = MarkerRun
-			}
-			if !w.holdsLocked(h) || w.stopping || n == 0 {
-				// Given up meanwhile (a heartbeat found its waiter slot
-				// gone), stopping, or no slot: give it back.
-				w.forgetLocked(h)
-				w.mu.Unlock()
-				release = append(release, Finish{D: d, Kind: FinishRelease})
-				continue
-			}
-			if h.state == waiting {
-				w.m.waiting.Dec()
-			}
-			h.state = running
-			n--
-			w.handlers.Add(1)
-			w.mu.Unlock()
-			go w.execute(h, res.StoreTime)
-		case Wait:
-			w.mu.Lock()
-			if !w.holdsLocked(h) {
-				w.mu.Unlock()
-				release = append(release, Finish{D: d, Kind: FinishRelease})
-				continue
-			}
-			if h.state != waiting {
-				w.m.waiting.Inc()
-				log.Info("tick waits for the previous run of its job (overlap queue)")
-			}
-			h.gen++
-			h.state, h.marker = waiting, MarkerWait
-			w.mu.Unlock()
-		default:
-			w.forget([]*held{h})
-			switch a {
-			case SkipDone:
-				w.m.job(j.name).count(OutcomeSkippedDone)
-				log.Info("tick skipped: it has a done record already")
-			case SkipOverlap:
-				w.m.job(j.name).count(OutcomeSkippedOverlap)
-				log.Info("tick skipped: a previous run of its job is in flight (overlap)", "overlap", string(j.overlap))
-			case DeadDeliveries:
-				w.m.job(j.name).count(OutcomeDead)
-				log.Error("tick dead-lettered: delivered too often without a result (crash loop?)",
-					"deliveries", d.Deliveries, "max_deliveries", w.cfg.MaxDeliveries)
-			case NotOwned:
-				log.Debug("tick no longer ours before it started")
-			}
-		}
-	}
-	if len(release) > 0 {
-		w.finishQuietly(release)
-	}
-	return n
-}
-
-// readmitWaiters asks the store again about ticks waiting for their job's
-// marker, up to n of them.
-func (w *Worker) readmitWaiters(n int) int {
-	var hs []*held
-	var starts []Start
-	w.mu.Lock()
-	for _, h := range w.held {
-		if h.state == waiting && len(hs) < n {
-			hs = append(hs, h)
-			starts = append(starts, Start{D: h.d, Overlap: h.job.overlap, MaxDeliveries: w.cfg.MaxDeliveries})
-		}
-	}
-	w.mu.Unlock()
-	if len(hs) == 0 {
-		return n
-	}
-	return w.begin(hs, starts, n)
-}
-
-// releaseWaiters gives back the ticks waiting for a marker, at shutdown.
-func (w *Worker) releaseWaiters() {
-	var fs []Finish
-	w.mu.Lock()
-	for _, h := range w.held {
-		if h.state == waiting {
-			fs = append(fs, Finish{D: h.d, Kind: FinishRelease})
-			w.forgetLocked(h)
-		}
-	}
-	w.mu.Unlock()
-	if len(fs) > 0 {
-		w.finishQuietly(fs)
-	}
-}
-
-// noHandler dead-letters a tick of a job nobody registered here.
-func (w *Worker) noHandler(d *Delivery) {
-	err := fmt.Sprintf("%v: %q", ErrNoHandler, d.Job)
-	owned := w.finishQuietly([]Finish{{D: d, Kind: FinishDead, Err: err}})
-	if len(owned) == 1 && owned[0] {
-		w.m.job(unregisteredJob).count(OutcomeDead)
-		w.log.Error("tick dead-lettered: no handler registered for its job", "job", d.Job, "tick", d.Tick)
-	}
 }
 
 func (w *Worker) forget(hs []*held) {
@@ -519,29 +376,26 @@ func (w *Worker) finishQuietly(fs []Finish) []bool {
 	return owned
 }
 
-// wakeWaiters makes the intake loop re-admit waiting ticks now.
-func (w *Worker) wakeWaiters() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	has := false
-	for _, h := range w.held {
-		if h.state == waiting {
-			has = true
-			break
+// register marks this worker alive in the store as a new process, retrying
+// until it succeeds or ctx ends (false).
+func (w *Worker) register(ctx context.Context) bool {
+	for failures := 0; ; {
+		sent := w.clock.Now()
+		rctx, cancel := w.storeCtx()
+		err := w.store.Register(rctx, w.cfg.Consumer, w.streams, w.cfg.LivenessTTL)
+		cancel()
+		if err == nil {
+			w.alive(sent)
+			return true
 		}
-	}
-	if !has {
-		return
-	}
-	w.waitersDue = true
-	if w.interrupt != nil {
-		w.interrupt()
-	}
-}
-
-func (w *Worker) listenReleased(ctx context.Context) {
-	for range w.store.Released(ctx) {
-		w.wakeWaiters()
+		if ctx.Err() != nil {
+			return false
+		}
+		w.storeError("register", err)
+		failures++
+		if !w.sleep(ctx, retryDelay(failures)) {
+			return false
+		}
 	}
 }
 

@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -33,6 +35,8 @@ func TestConfigValidate(t *testing.T) {
 		{worker.Config{Store: store, DoneRetention: -1}, "worker.done_retention"},
 		{worker.Config{Store: store, DoneRetention: time.Second}, "worker.done_retention"},
 		{worker.Config{Store: store, MaxDeliveries: -1}, "worker.max_deliveries"},
+		{worker.Config{Store: store, HeartbeatInterval: time.Second, LivenessTTL: 1500 * time.Millisecond}, "worker.liveness_ttl"},
+		{worker.Config{Store: store, TakeoverIdle: 6 * time.Second, LivenessTTL: 7 * time.Second}, "worker.liveness_ttl"},
 	} {
 		_, err := worker.New(c.cfg)
 		var ce *onetick.ConfigError
@@ -101,7 +105,7 @@ func newEnv(t *testing.T, cfg worker.Config) *env {
 	cfg.Store, cfg.Registerer = e.store, e.reg
 	cfg.Logger = slog.New(recordHandler{e.logs})
 	if cfg.TakeoverIdle == 0 {
-		cfg.TakeoverIdle, cfg.HeartbeatInterval = time.Second, 100*time.Millisecond
+		cfg.TakeoverIdle, cfg.HeartbeatInterval, cfg.LivenessTTL = time.Second, 100*time.Millisecond, time.Second
 	}
 	w, err := worker.New(cfg)
 	if err != nil {
@@ -361,5 +365,83 @@ func TestMetricsLint(t *testing.T) {
 	}
 	if n := e.counter("m", "succeeded"); n != 1 {
 		t.Fatalf("succeeded %v", n)
+	}
+}
+
+// failingHeartbeats is a store whose heartbeats fail while cut is set.
+type failingHeartbeats struct {
+	worker.Store
+	cut atomic.Bool
+}
+
+func (s *failingHeartbeats) Heartbeat(ctx context.Context, c string, live, hold time.Duration, hs []worker.Hold) ([]int, error) {
+	if s.cut.Load() {
+		return nil, errors.New("cut off")
+	}
+	return s.Store.Heartbeat(ctx, c, live, hold, hs)
+}
+
+// A worker whose heartbeats stop reaching the store cancels its handler
+// (ErrOwnershipLost) one heartbeat interval before the store's liveness of
+// it lapses, and gives the tick back; only then, once the liveness
+// lapsed, could another worker have taken it. Store and worker share a
+// fake clock, so the order is exact.
+func TestDistrustBeforeLivenessLapses(t *testing.T) {
+	fc := clockwork.NewFakeClockAt(time.Now())
+	b := memory.New(memory.Options{Clock: fc})
+	defer b.Close()
+	store := &failingHeartbeats{Store: b.WorkerStore("")}
+	logs := make(chan slog.Record, 1000)
+	w, err := worker.New(worker.Config{Store: store, Clock: fc, Logger: slog.New(recordHandler{logs}), Consumer: "w",
+		HeartbeatInterval: time.Second, LivenessTTL: 3 * time.Second, TakeoverIdle: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, cause := make(chan struct{}), make(chan error, 1)
+	if err := w.HandleFunc("j", func(ctx context.Context, _ *worker.Task) error {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return ctx.Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	e := &env{t: t, b: b, slot: map[string]onetick.Slot{}}
+	e.produce("j", "onetick:stream:j", "{}")
+	<-started
+	store.cut.Store(true)
+	// The last heartbeat that reached the store was the registration, at
+	// the fake clock's start: the store keeps w alive until +3s, w trusts
+	// its tick until +2s.
+	fc.Advance(2 * time.Second)
+	select {
+	case c := <-cause:
+		if !errors.Is(c, worker.ErrOwnershipLost) {
+			t.Fatalf("cause %v, want ErrOwnershipLost", c)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the handler was not cancelled at the trust deadline")
+	}
+	other := b.WorkerStore("")
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		// Given back, it is taken at once, still inside the liveness.
+		got, err := other.Reclaim(context.Background(), "other", []string{"onetick:stream:j"}, time.Hour, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 1 {
+			if got[0].Attempt != 1 {
+				t.Fatalf("taken over %+v: want attempt 1 (no attempt spent)", got[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cancelled tick was not given back")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

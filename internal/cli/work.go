@@ -94,7 +94,9 @@ func buildWorker(f *config.File, b onetick.Backend, replica string, log *slog.Lo
 			worker.WithStream(j.Stream),
 			worker.WithMaxAttempts(r.MaxAttempts),
 			worker.WithBackoff(worker.ExponentialBackoff(r.Backoff.D(), r.MaxBackoff.D())),
-			worker.WithOverlap(worker.Overlap(r.Overlap)))
+			worker.WithOverlap(worker.Overlap(r.Overlap)),
+			worker.WithPrefer(onetick.Prefer(j.Prefer)),
+			worker.WithMaxWaiting(j.MaxCatchup))
 		if err != nil {
 			return nil, usageError{fmt.Errorf("%s:%d: jobs (%s).run: %v", f.Path, j.Run.Line, j.Name, err)}
 		}

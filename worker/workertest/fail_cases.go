@@ -104,7 +104,7 @@ func testDeliveryLimit(t *testing.T, env Env) {
 	s.MaxDeliveries = limit
 	// Nothing holds the entry while a crasher is dead, so nothing can be
 	// taken over wrongly: short timings are safe here.
-	s.TakeoverIdle, s.Heartbeat = 500*time.Millisecond, 50*time.Millisecond
+	s.TakeoverIdle, s.Heartbeat, s.Liveness = 500*time.Millisecond, 50*time.Millisecond, 500*time.Millisecond
 	ids := newProducer(env.Backend).produce(t, job.Name, 1)
 	deadLogged := logged("tick dead-lettered: delivered too often", ids[0])
 	for round := 1; ; round++ {
@@ -175,11 +175,17 @@ func testLostOwnership(t *testing.T, env Env) {
 	f := newFleet(t, env)
 	job := JobSpec{Name: name("lost"), Overlap: worker.OverlapAllow, Do: Behavior{Block: true}}
 	s := spec(name("w"), job)
-	s.TakeoverIdle = 3 * time.Second
+	// The thief never heartbeats the entry: the backstop must not give it
+	// back to the worker before the thief settles it.
+	s.TakeoverIdle = time.Minute
 	m := f.start(s)
 	ids := newProducer(env.Backend).produce(t, job.Name, 1)
 	f.awaitEvent("the run started", func(e Event) bool { return isStart(e) && e.Tick == ids[0] })
 	thief := env.Store(t)
+	// A live thief: the worker does not take the entry back.
+	if err := thief.Register(ctxT(t), "thief", []string{streamOf(job.Name)}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	got, err := thief.Reclaim(ctxT(t), "thief", []string{streamOf(job.Name)}, 0, 10)
 	if err != nil || len(got) != 1 || got[0].Deliveries != 2 {
 		t.Fatalf("takeover: %v, %v", got, err)
@@ -212,7 +218,7 @@ func testShutdown(t *testing.T, env Env) {
 	blocker := JobSpec{Name: name("blocker"), Overlap: worker.OverlapAllow, Do: Behavior{Block: true}}
 	quick := JobSpec{Name: name("quick"), Overlap: worker.OverlapAllow, Do: Behavior{Sleep: 300 * time.Millisecond}}
 	s := spec(name("w"), blocker, quick)
-	s.TakeoverIdle, s.Heartbeat, s.ShutdownTimeout = 6*time.Second, 200*time.Millisecond, time.Second
+	s.TakeoverIdle, s.Heartbeat, s.Liveness, s.ShutdownTimeout = 6*time.Second, 200*time.Millisecond, 6*time.Second, time.Second
 	a := f.start(s)
 	p := newProducer(env.Backend)
 	tb := p.produce(t, blocker.Name, 1)[0]

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/worker"
 )
 
@@ -28,6 +29,7 @@ type Spec struct {
 	Concurrency     int           `json:"concurrency"`
 	TakeoverIdle    time.Duration `json:"takeover_idle"`
 	Heartbeat       time.Duration `json:"heartbeat"`
+	Liveness        time.Duration `json:"liveness"`
 	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
 	MaxDeliveries   int           `json:"max_deliveries"`
 	Jobs            []JobSpec     `json:"jobs"`
@@ -37,6 +39,8 @@ type Spec struct {
 type JobSpec struct {
 	Name        string         `json:"name"`
 	Overlap     worker.Overlap `json:"overlap"`
+	Prefer      onetick.Prefer `json:"prefer"`
+	MaxWaiting  int            `json:"max_waiting"`
 	MaxAttempts int            `json:"max_attempts"`
 	Backoff     time.Duration  `json:"backoff"`
 	Do          Behavior       `json:"do"`
@@ -72,17 +76,19 @@ const (
 
 // Event is something a member's worker did.
 type Event struct {
-	Member     string    `json:"member"`
-	Kind       string    `json:"kind"`
-	Job        string    `json:"job,omitempty"`
-	Tick       string    `json:"tick,omitempty"`
-	Entry      string    `json:"entry,omitempty"`
-	Attempt    int       `json:"attempt,omitempty"`
-	Deliveries int       `json:"deliveries,omitempty"`
-	Err        string    `json:"err,omitempty"`
-	Cause      string    `json:"cause,omitempty"`
-	Msg        string    `json:"msg,omitempty"`
-	At         time.Time `json:"at"`
+	Member     string `json:"member"`
+	Kind       string `json:"kind"`
+	Job        string `json:"job,omitempty"`
+	Tick       string `json:"tick,omitempty"`
+	Entry      string `json:"entry,omitempty"`
+	Attempt    int    `json:"attempt,omitempty"`
+	Deliveries int    `json:"deliveries,omitempty"`
+	Err        string `json:"err,omitempty"`
+	Cause      string `json:"cause,omitempty"`
+	Msg        string `json:"msg,omitempty"`
+	// Attrs are a log event's attributes, as text.
+	Attrs map[string]string `json:"attrs,omitempty"`
+	At    time.Time         `json:"at"`
 }
 
 // fleet runs members and collects their events in order of arrival.
@@ -317,7 +323,7 @@ func build(spec Spec, store worker.Store, reg prometheus.Registerer, logger *slo
 	gate func(string) chan struct{}, crash func()) (*worker.Worker, error) {
 	w, err := worker.New(worker.Config{Store: store, Consumer: spec.Consumer, Logger: logger, Registerer: reg,
 		Concurrency: spec.Concurrency, ShutdownTimeout: spec.ShutdownTimeout, TakeoverIdle: spec.TakeoverIdle,
-		HeartbeatInterval: spec.Heartbeat, MaxDeliveries: spec.MaxDeliveries})
+		HeartbeatInterval: spec.Heartbeat, LivenessTTL: spec.Liveness, MaxDeliveries: spec.MaxDeliveries})
 	if err != nil {
 		return nil, err
 	}
@@ -353,6 +359,12 @@ func build(spec Spec, store worker.Store, reg prometheus.Registerer, logger *slo
 		opts := []worker.JobOption{worker.WithStream(streamOf(js.Name))}
 		if js.Overlap != "" {
 			opts = append(opts, worker.WithOverlap(js.Overlap))
+		}
+		if js.Prefer != "" {
+			opts = append(opts, worker.WithPrefer(js.Prefer))
+		}
+		if js.MaxWaiting != 0 {
+			opts = append(opts, worker.WithMaxWaiting(js.MaxWaiting))
 		}
 		if js.MaxAttempts != 0 {
 			opts = append(opts, worker.WithMaxAttempts(js.MaxAttempts))
@@ -445,11 +457,18 @@ func (s *severable) Begin(ctx context.Context, c string, hold time.Duration, sts
 	return s.Store.Begin(ctx, c, hold, sts)
 }
 
-func (s *severable) Heartbeat(ctx context.Context, c string, hold time.Duration, hs []worker.Hold) ([]int, error) {
+func (s *severable) Register(ctx context.Context, c string, st []string, live time.Duration) error {
+	if err := s.err(); err != nil {
+		return err
+	}
+	return s.Store.Register(ctx, c, st, live)
+}
+
+func (s *severable) Heartbeat(ctx context.Context, c string, live, hold time.Duration, hs []worker.Hold) ([]int, error) {
 	if err := s.err(); err != nil {
 		return nil, err
 	}
-	return s.Store.Heartbeat(ctx, c, hold, hs)
+	return s.Store.Heartbeat(ctx, c, live, hold, hs)
 }
 
 func (s *severable) Finish(ctx context.Context, c string, fs []worker.Finish) ([]bool, error) {
@@ -477,13 +496,14 @@ type eventLog struct {
 func (h *eventLog) Enabled(context.Context, slog.Level) bool { return true }
 
 func (h *eventLog) Handle(_ context.Context, r slog.Record) error {
-	e := Event{Member: h.member, Kind: KindLog, Msg: r.Message, At: r.Time}
+	e := Event{Member: h.member, Kind: KindLog, Msg: r.Message, At: r.Time, Attrs: map[string]string{}}
 	var b strings.Builder
 	b.WriteString(h.member + ": " + r.Level.String() + " " + r.Message)
 	each := func(a slog.Attr) bool {
 		if a.Key == "tick" {
 			e.Tick = a.Value.String()
 		}
+		e.Attrs[a.Key] = a.Value.String()
 		b.WriteString(" " + a.Key + "=" + a.Value.String())
 		return true
 	}

@@ -9,27 +9,30 @@ import (
 	"github.com/onetick/onetick/worker"
 )
 
-// Timings of the fleet cases. A process stalled for longer than the
-// takeover idle time is exactly when a tick may run twice, and on a shared
+// Timings of the fleet cases. A process stalled for longer than its
+// liveness TTL is exactly when a tick may run twice, and on a shared
 // machine under load the test processes stall for a second at times: so
-// where no takeover is expected the idle time is long, and the cases about
-// takeover (fastTakeover) still leave 1.8s of margin.
+// where no takeover is expected the liveness TTL is long, and the cases
+// about takeover (fastTakeover) still leave 1.6s of margin (the liveness
+// TTL less one heartbeat interval).
 const (
 	takeoverIdle = 5 * time.Second
-	heartbeat    = 250 * time.Millisecond
+	heartbeat    = 500 * time.Millisecond
+	liveness     = takeoverIdle
 
-	fastIdle      = 2 * time.Second
-	fastHeartbeat = 200 * time.Millisecond
+	fastLive      = 2 * time.Second
+	fastHeartbeat = 400 * time.Millisecond
 )
 
 func spec(consumer string, jobs ...JobSpec) Spec {
 	return Spec{Consumer: consumer, Concurrency: 4, TakeoverIdle: takeoverIdle, Heartbeat: heartbeat,
-		ShutdownTimeout: 2 * time.Second, Jobs: jobs}
+		Liveness: liveness, ShutdownTimeout: 2 * time.Second, Jobs: jobs}
 }
 
-// fastTakeover is spec with takeovers after fastIdle.
+// fastTakeover is spec with takeovers once a worker has been dead for
+// fastLive.
 func fastTakeover(s Spec) Spec {
-	s.TakeoverIdle, s.Heartbeat = fastIdle, fastHeartbeat
+	s.Liveness, s.Heartbeat = fastLive, fastHeartbeat
 	return s
 }
 
@@ -174,14 +177,7 @@ func testKilledMidRun(t *testing.T, env Env) {
 	evs := f.snapshot()
 	reruns := 0
 	for _, id := range ids {
-		var byVictim, elsewhere []Event
-		for _, e := range starts(evs, id) {
-			if e.Member == victim.Consumer {
-				byVictim = append(byVictim, e)
-			} else {
-				elsewhere = append(elsewhere, e)
-			}
-		}
+		byVictim, elsewhere := startsBy(evs, id, victim.Consumer)
 		switch {
 		case recs[id].Consumer == victim.Consumer:
 			if len(elsewhere) != 0 {
@@ -209,11 +205,12 @@ func testKilledMidRun(t *testing.T, env Env) {
 	}
 }
 
-// A handler running three times the takeover idle time is not taken over
-// while its worker lives.
+// A handler running ten times the liveness TTL (the takeover time) is not
+// taken over while its worker lives, across three workers (processes,
+// where the backend has them).
 func testLongHandler(t *testing.T, env Env) {
 	f := newFleet(t, env)
-	job := JobSpec{Name: name("long"), Overlap: worker.OverlapAllow, Do: Behavior{Sleep: 3 * fastIdle}}
+	job := JobSpec{Name: name("long"), Overlap: worker.OverlapAllow, Do: Behavior{Sleep: 10 * fastLive}}
 	var inProc []*member
 	var names []string
 	for i := range 3 {
@@ -266,6 +263,7 @@ func testOverlapSkip(t *testing.T, env Env) {
 	}
 	tk.Stop()
 	skipped := logged("tick skipped: a previous run", "")
+	missed := 0.0
 	evs := f.await("every tick ran or was skipped", func(evs []Event) bool {
 		return every(evs, ids, func(e Event) bool {
 			return (e.Kind == KindLog && e.Msg == "tick succeeded") || skipped(e)
@@ -304,9 +302,10 @@ func testOverlapSkip(t *testing.T, env Env) {
 	var counted float64
 	for _, m := range inProc {
 		counted += m.counter("worker_runs_total", map[string]string{"outcome": "skipped_overlap"})
+		missed += m.counter("worker_missed_ticks_total", map[string]string{"prefer": "missed", "reason": "overlap"})
 	}
-	if len(inProc) == len(names) && counted != float64(nSkipped) {
-		t.Errorf("skipped_overlap counted %v, logged %d", counted, nSkipped)
+	if len(inProc) == len(names) && (counted != float64(nSkipped) || missed != float64(nSkipped)) {
+		t.Errorf("skipped_overlap counted %v, missed ticks (overlap) %v, logged %d", counted, missed, nSkipped)
 	}
 	st, err := env.Store(t).Status(ctxT(t), []string{job.Name})
 	if err != nil || st.Jobs[0].InFlight != 0 || st.Jobs[0].LastOutcome == "" {
@@ -314,18 +313,26 @@ func testOverlapSkip(t *testing.T, env Env) {
 	}
 }
 
+// busy starts n members of job in this process and a first tick of it,
+// and returns once that tick runs.
+func (f *fleet) busy(job JobSpec, n int) ([]*member, *producer, string) {
+	f.t.Helper()
+	var ms []*member
+	for range n {
+		ms = append(ms, f.start(spec(name("w"), job)))
+	}
+	p := newProducer(f.env.Backend)
+	t1 := p.produce(f.t, job.Name, 1)[0]
+	f.awaitEvent("the first tick started", func(e Event) bool { return isStart(e) && e.Tick == t1 })
+	return ms, p, t1
+}
+
 // OverlapQueue: a tick that comes due during a run waits for it and then
 // runs; a third one meanwhile is skipped (at most one waits).
 func testOverlapQueue(t *testing.T, env Env) {
 	f := newFleet(t, env)
 	job := JobSpec{Name: name("queue"), Overlap: worker.OverlapQueue, Do: Behavior{Block: true}}
-	var ms []*member
-	for range 2 {
-		ms = append(ms, f.start(spec(name("w"), job)))
-	}
-	p := newProducer(env.Backend)
-	t1 := p.produce(t, job.Name, 1)[0]
-	f.awaitEvent("t1 started", func(e Event) bool { return isStart(e) && e.Tick == t1 })
+	ms, p, t1 := f.busy(job, 2)
 	t2 := p.produce(t, job.Name, 1)[0]
 	f.awaitEvent("t2 waits", logged("tick waits for the previous run", t2))
 	st, err := env.Store(t).Status(ctxT(t), []string{job.Name})
@@ -348,12 +355,16 @@ func testOverlapQueue(t *testing.T, env Env) {
 	if n := len(starts(evs, t3)); n != 0 {
 		t.Fatalf("the skipped tick started %d times", n)
 	}
-	var skipped float64
+	var skipped, missed float64
 	for _, m := range ms {
 		m.stop()
 		skipped += m.counter("worker_runs_total", map[string]string{"outcome": "skipped_overlap"})
+		missed += m.counter("worker_missed_ticks_total", map[string]string{"prefer": "missed", "reason": "overlap"})
 	}
-	if skipped != 1 {
-		t.Fatalf("skipped_overlap counted %v, want 1", skipped)
+	if skipped != 1 || missed != 1 {
+		t.Fatalf("skipped_overlap counted %v, missed ticks (prefer missed, overlap) %v; want 1 each", skipped, missed)
+	}
+	if e := f.awaitEvent("t3's log line", logged("tick skipped: a previous run", t3)); e.Attrs["reason"] != "overlap" || e.Attrs["prefer"] != "missed" {
+		t.Fatalf("t3 logged %q with %v: want reason overlap, prefer missed", e.Msg, e.Attrs)
 	}
 }

@@ -74,7 +74,7 @@ func testStoreHeartbeat(t *testing.T, env Env) {
 		t.Fatalf("a second fetch got %v, %v: want nothing, the entry was delivered", more, err)
 	}
 	for range 3 {
-		lost, err := a.Heartbeat(ctx, "a", time.Minute, []worker.Hold{{D: d}})
+		lost, err := a.Heartbeat(ctx, "a", time.Minute, time.Minute, []worker.Hold{{D: d}})
 		if err != nil || len(lost) != 0 {
 			t.Fatalf("heartbeat of an owned entry: lost %v, %v", lost, err)
 		}
@@ -84,7 +84,7 @@ func testStoreHeartbeat(t *testing.T, env Env) {
 	// entry idle between the heartbeat and the reclaim right after it.
 	const idle = time.Second
 	time.Sleep(idle + 100*time.Millisecond)
-	if _, err := a.Heartbeat(ctx, "a", time.Minute, []worker.Hold{{D: d}}); err != nil {
+	if _, err := a.Heartbeat(ctx, "a", time.Minute, time.Minute, []worker.Hold{{D: d}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := b.Reclaim(ctx, "b", streams, idle, 10); err != nil || len(got) != 0 {
@@ -98,7 +98,7 @@ func testStoreHeartbeat(t *testing.T, env Env) {
 	if got[0].Deliveries != 2 {
 		t.Fatalf("delivery count after one fetch, four heartbeats and one takeover: %d, want 2 (heartbeats must not count)", got[0].Deliveries)
 	}
-	lost, err := a.Heartbeat(ctx, "a", time.Minute, []worker.Hold{{D: d}})
+	lost, err := a.Heartbeat(ctx, "a", time.Minute, time.Minute, []worker.Hold{{D: d}})
 	if err != nil || len(lost) != 1 || lost[0] != 0 {
 		t.Fatalf("heartbeat of an entry taken over: lost %v, %v; want [0]", lost, err)
 	}
@@ -110,11 +110,11 @@ func testStoreHeartbeat(t *testing.T, env Env) {
 		t.Fatalf("begin by the new owner: %v (deliveries %d)", adm[0], d2.Deliveries)
 	}
 	// The run marker is heartbeated with the entry, and lost with it.
-	if lost, err := b.Heartbeat(ctx, "b", time.Minute, []worker.Hold{{D: d2, Marker: worker.MarkerRun}}); err != nil || len(lost) != 0 {
+	if lost, err := b.Heartbeat(ctx, "b", time.Minute, time.Minute, []worker.Hold{{D: d2, Marker: worker.MarkerRun}}); err != nil || len(lost) != 0 {
 		t.Fatalf("heartbeat with the run marker: lost %v, %v", lost, err)
 	}
-	if lost, err := b.Heartbeat(ctx, "b", time.Minute, []worker.Hold{{D: d2, Marker: worker.MarkerWait}}); err != nil || len(lost) != 1 {
-		t.Fatalf("heartbeat claiming a waiter slot it does not hold: lost %v, %v; want it lost", lost, err)
+	if lost, err := b.Heartbeat(ctx, "b", time.Minute, time.Minute, []worker.Hold{{D: d2, Marker: worker.MarkerWait}}); err != nil || len(lost) != 1 {
+		t.Fatalf("heartbeat claiming a waiter place it does not hold: lost %v, %v; want it lost", lost, err)
 	}
 	st, err := b.Status(ctx, []string{job})
 	if err != nil || st.Jobs[0].InFlight != 1 {

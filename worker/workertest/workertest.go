@@ -63,11 +63,16 @@ func Exercise(t *testing.T, h Harness) {
 		{"StorePromoteConcurrently", testStorePromote},
 		{"StoreGroupsAreSeparate", testStoreGroups},
 		{"StoreDeadLettersAndReplay", testStoreDeadLetters},
+		{"StoreLiveness", testStoreLiveness},
+		{"StoreOrder", testStoreOrder},
 		{"RunsOnce", testRunsOnce},
 		{"KilledMidRun", testKilledMidRun},
 		{"LongHandlerNotTakenOver", testLongHandler},
 		{"OverlapSkip", testOverlapSkip},
 		{"OverlapQueue", testOverlapQueue},
+		{"MissedOverlapCounted", testMissedOverlapCounted},
+		{"CatchUpInOrder", testCatchUpInOrder},
+		{"DuplicateAcrossKill", testDuplicateAcrossKill},
 		{"Retries", testRetries},
 		{"PanicDeadLetter", testPanic},
 		{"DeliveryLimit", testDeliveryLimit},
@@ -166,6 +171,18 @@ func starts(evs []Event, tick string) []Event {
 		}
 	}
 	return out
+}
+
+// startsBy splits the starts of tick into those by member and the others.
+func startsBy(evs []Event, tick, member string) (by, others []Event) {
+	for _, e := range starts(evs, tick) {
+		if e.Member == member {
+			by = append(by, e)
+		} else {
+			others = append(others, e)
+		}
+	}
+	return by, others
 }
 
 func doneRecords(t *testing.T, s worker.Store, ticks []string) map[string]worker.DoneRecord {
