@@ -21,7 +21,7 @@ func TestWarnings(t *testing.T) {
     schedule: "@every 1s"
     prefer: duplicate
     run:
-      http: {url: "https://example.com/h", secrets: [whsec_abc]}
+      http: {url: "https://example.com/h", secrets: [whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=]}
   - name: dup-no-timeout
     schedule: "@every 1s"
     prefer: duplicate

@@ -293,6 +293,15 @@ func (w *Worker) intakeOnce(ctx context.Context, n int, nextReclaim *time.Time) 
 	if ctx.Err() != nil {
 		return n, true // stopping: take nothing more
 	}
+	w.mu.Lock()
+	distrusted := !w.aliveSent.IsZero() && !w.clock.Now().Before(w.trustDeadlineLocked())
+	w.mu.Unlock()
+	if distrusted {
+		// Heartbeats have not reached the store for nearly the liveness
+		// TTL: this worker gave back what it ran and takes nothing, not
+		// even what it gave back, until a heartbeat gets through.
+		return n, false
+	}
 	if now := w.clock.Now(); !now.Before(*nextReclaim) {
 		*nextReclaim = now.Add(w.cfg.HeartbeatInterval)
 		// Not cut short by shutdown: entries taken over must come back
