@@ -58,7 +58,7 @@ func (sf storeFlags) open(ctx context.Context, name string, pos []string, env En
 	if err != nil {
 		return nil, nil, nil, usageError{err}
 	}
-	b, err := openBackend(ctx, f, path)
+	b, err := openBackend(ctx, f, path, env.logger())
 	if err != nil {
 		return nil, nil, nil, err
 	}

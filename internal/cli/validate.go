@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/onetick/onetick/config"
+	"github.com/onetick/onetick/sqlite"
 )
 
 // loadConfig loads --config; every problem is bad input.
@@ -42,6 +43,14 @@ func cmdValidate(args []string, env Env) error {
 		backend = f.MaskedStore()
 	case f.Backend.Memory:
 		backend = "embedded (in-process, single replica)"
+	default:
+		// The file store's file and directory, if they exist: a stat,
+		// not an open.
+		if p, _, err := embedded(f, "", false, env); err == nil {
+			for _, x := range sqlite.Exposed(p) {
+				fmt.Fprintf(env.Stderr, "%s: warning: %s\n", f.Path, x)
+			}
+		}
 	}
 	fmt.Fprintf(env.Stdout, "%s: ok: %d jobs, backend %s, lease ttl %s renew %s\n",
 		f.Path, len(f.Jobs), backend, f.Lease.TTL, f.Lease.Renew)
