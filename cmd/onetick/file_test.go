@@ -20,18 +20,7 @@ func (p *proc) stdoutSlots(t *testing.T, job string, atLeast int64) []int64 {
 	t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {
-		var slots []int64
-		p.stdout.mu.Lock()
-		for _, l := range p.stdout.lines {
-			var x struct {
-				Job  string `json:"job"`
-				Slot int64  `json:"slot"`
-			}
-			if json.Unmarshal([]byte(l), &x) == nil && x.Job == job {
-				slots = append(slots, x.Slot)
-			}
-		}
-		p.stdout.mu.Unlock()
+		slots := p.printedSlots(job)
 		if n := len(slots); n > 0 && slots[n-1] >= atLeast {
 			return slots
 		}
