@@ -79,23 +79,14 @@ func claimer() error {
 	if err != nil {
 		return err
 	}
-	const ttl = 2 * time.Second
-	var lease onetick.Lease
-	for {
-		g, err := b.Acquire(ctx, os.Getenv(envName), ttl)
-		var he *onetick.HeldError
-		if errors.As(err, &he) {
-			// The killed predecessor's lease runs out on its own, as it
-			// would after a real crash.
-			time.Sleep(he.Leader.TTL + time.Millisecond)
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		lease = g.Lease
-		break
+	// The killed predecessor's lease, a minute long, is taken over at
+	// once: its process is gone.
+	const ttl = time.Minute
+	g, err := b.Acquire(ctx, os.Getenv(envName), ttl)
+	if err != nil {
+		return err
 	}
+	lease := g.Lease
 	last, err := b.LastFired(ctx, crashJobs)
 	if err != nil {
 		return err
