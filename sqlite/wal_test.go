@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/sqlite"
@@ -298,5 +299,45 @@ func TestLostLogRefused(t *testing.T) {
 	}
 	if !errors.Is(err, sqlite.ErrCorrupt) || !strings.Contains(err.Error(), "is missing") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// TestRestoredBackupRefused: an older copy of the file put back in its
+// place (a backup restored) is refused like a lost log, until its commit
+// record is moved aside, which says the older state is meant.
+func TestRestoredBackupRefused(t *testing.T) {
+	t.Parallel()
+	b, path := open(t)
+	ctx := context.Background()
+	g, err := b.Acquire(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(t.TempDir(), "backup.db")
+	operator(t, path, "VACUUM INTO ?", backup)
+	if _, err := b.Claim(ctx, g.Lease, []onetick.Tick{{Job: "w", Slot: crashBase(), Stream: "w", Payload: "{}", Retention: time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	write(t, path, read(t, backup))
+	if b, err := sqlite.Open(path, sqlite.Options{}); err == nil || !errors.Is(err, sqlite.ErrCorrupt) ||
+		!strings.Contains(err.Error(), "restored from an older copy") || !strings.Contains(err.Error(), "move "+path+"-commit aside") {
+		if err == nil {
+			b.Close()
+		}
+		t.Fatalf("open of a restored backup: %v", err)
+	}
+	if err := os.Rename(path+"-commit", path+"-commit.aside"); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatalf("open of the restored backup, its record moved aside: %v", err)
+	}
+	defer b2.Close()
+	if lf, err := b2.LastFired(ctx, []string{"w"}); err != nil || len(lf) != 0 {
+		t.Fatalf("last fired in the backup: %v, %v; want none", lf, err)
 	}
 }
