@@ -110,7 +110,7 @@ func readCommitRecord(path string) (int64, error) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, err // an *fs.PathError
 	}
 	if len(bytes.Trim(data, "\x00")) == 0 {
 		return 0, nil
@@ -133,6 +133,10 @@ func readCommitRecord(path string) (int64, error) {
 func checkCommits(path string, opts Options) error {
 	rec := path + commitSuffix
 	want, err := readCommitRecord(rec)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fileErr(path, ErrUnreadable, err, "cannot read its commit record")
+	}
 	if err != nil {
 		return fileErr(path, ErrCorrupt, nil,
 			"its commit record %s is damaged (%v), so a damaged write-ahead log could not be detected: restore the store from a backup, or move %s aside to open the store as SQLite reads it",
