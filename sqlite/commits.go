@@ -17,8 +17,9 @@ import (
 // first frame whose checksum fails and drops every frame after it,
 // committed or not, without an error: a damaged "-wal" left by a crash
 // would open as an older state of the store, and the scheduler would fire
-// again ticks it had already fired. So every write transaction also counts
-// itself in the file (counters."commits", in the same transaction), and
+// again ticks it had already fired. So every write transaction that
+// changes the store also counts itself in the file (counters."commits", in
+// the same transaction; one that changes nothing writes nothing), and
 // once the commit has returned, the count is written to a small file
 // beside the store, "<file>-commit". Open compares the two before SQLite
 // writes anything: a store whose own count is below the recorded one has
@@ -44,10 +45,26 @@ func commitLine(n int64) []byte {
 	return fmt.Appendf(nil, "%s%0*d\n", commitPrefix, commitDigits, n)
 }
 
-// bumpCommits counts the transaction o in the file and returns its number.
-func (o *op) bumpCommits() (int64, error) {
+// totalChanges is the number of rows the connection has changed since it
+// was opened.
+func (o *op) totalChanges() (int64, error) {
 	var n int64
-	err := o.row(`INSERT INTO counters (name, value) VALUES ('commits', 1)
+	err := o.row("SELECT total_changes()").Scan(&n)
+	return n, err
+}
+
+// bumpCommits counts the transaction o in the file and returns its
+// number, if o changed anything since the connection had changed before
+// rows (0 otherwise). A transaction that changed nothing commits nothing:
+// counting it would write to the file, and every process watching the
+// file for changes (a worker's Fetch) would wake and do the same.
+func (o *op) bumpCommits(before int64) (int64, error) {
+	after, err := o.totalChanges()
+	if err != nil || after == before {
+		return 0, err
+	}
+	var n int64
+	err = o.row(`INSERT INTO counters (name, value) VALUES ('commits', 1)
 		ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value`).Scan(&n)
 	return n, err
 }

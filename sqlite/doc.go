@@ -90,8 +90,10 @@
 //
 // SQLite's recovery of the "-wal" a crash left stops at the first frame
 // whose checksum fails and drops every frame after it, committed or not,
-// without an error. So every write transaction also counts itself in the
-// file (counters."commits"), and once it has committed, this process
+// without an error. So every write transaction that changes the store
+// also counts itself in the file (counters."commits"; one that changes
+// nothing, such as a worker's fetch finding no work, still writes
+// nothing), and once it has committed, this process
 // writes the count to "<file>-commit" beside it (no sync: it is written
 // after the commit is durable, so it never names a commit the file does
 // not hold). Open reads that record, then the file's count through a

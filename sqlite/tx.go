@@ -50,10 +50,15 @@ func (b *Backend) txn(ctx context.Context, readOnly bool, fn func(o *op) error) 
 	}
 	now := b.opts.Clock.Now()
 	o := &op{ctx: ctx, tx: tx, now: now, ms: now.UnixMilli()}
-	var commit int64
-	err = fn(o)
+	var changes, commit int64
+	if !readOnly {
+		changes, err = o.totalChanges()
+	}
+	if err == nil {
+		err = fn(o)
+	}
 	if err == nil && !readOnly {
-		commit, err = o.bumpCommits()
+		commit, err = o.bumpCommits(changes)
 	}
 	if err == nil {
 		err = tx.Commit()

@@ -2,8 +2,10 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -160,9 +162,10 @@ func TestDamagedLogRefused(t *testing.T) {
 	for i := 0; i < 8; i++ {
 		positions["Random"+itoa(i)] = rng.Int64N(end - 64)
 	}
+	// One after another: in parallel they load the machine enough to
+	// disturb the timing of the package's worker tests.
 	for name, pos := range positions {
 		t.Run(name, func(t *testing.T) {
-			t.Parallel()
 			path := copyStore(t, dir)
 			garbage := make([]byte, 64)
 			r := rand.New(rand.NewPCG(uint64(pos), 64))
@@ -339,5 +342,49 @@ func TestRestoredBackupRefused(t *testing.T) {
 	defer b2.Close()
 	if lf, err := b2.LastFired(ctx, []string{"w"}); err != nil || len(lf) != 0 {
 		t.Fatalf("last fired in the backup: %v, %v; want none", lf, err)
+	}
+}
+
+// TestCommitRecordCountsChanges: a write transaction that changes the
+// store is counted in the file and in the record beside it; one that
+// changes nothing (a worker's fetch finding no work) writes nothing, so
+// other processes watching the file are not woken by it.
+func TestCommitRecordCountsChanges(t *testing.T) {
+	t.Parallel()
+	b, path := open(t)
+	ctx := context.Background()
+	if _, err := b.Pause(ctx, "j", onetick.Actor{Who: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	rec := string(read(t, path+"-commit"))
+	n := queryInt(t, path, "SELECT value FROM counters WHERE name = 'commits'")
+	if want := fmt.Sprintf("onetick commits %020d\n", n); n < 1 || rec != want {
+		t.Fatalf("record %q, file's count %d: want the record to hold the file's count", rec, n)
+	}
+	watcher, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close()
+	watcher.SetMaxOpenConns(1)
+	version := func() int64 {
+		var v int64
+		if err := watcher.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	v := version()
+	if ds, err := b.WorkerStore("").Fetch(ctx, "c", []string{"empty"}, 10, time.Millisecond); err != nil || len(ds) != 0 {
+		t.Fatalf("fetch: %v, %v", ds, err)
+	}
+	if version() != v || string(read(t, path+"-commit")) != rec {
+		t.Fatal("a fetch that found nothing wrote to the file")
+	}
+	if _, err := b.Resume(ctx, "j", onetick.Actor{Who: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	if version() == v || string(read(t, path+"-commit")) != fmt.Sprintf("onetick commits %020d\n", n+1) {
+		t.Fatal("a resume was not counted")
 	}
 }
