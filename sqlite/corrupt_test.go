@@ -6,9 +6,11 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -177,7 +179,7 @@ func TestUnusableFile(t *testing.T) {
 
 // TestStoreFileIsOnetick: a store the package created carries onetick's
 // application id and this build's schema version, and holds no temporary
-// file beside it.
+// file beside it: only its commit record and its term locks' directory.
 func TestStoreFileIsOnetick(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -188,12 +190,12 @@ func TestStoreFileIsOnetick(t *testing.T) {
 		t.Fatalf("header %q: want SQLite with application id OTK1", h[:100])
 	}
 	es, _ := os.ReadDir(filepath.Dir(path))
-	if len(es) != 1 {
-		var names []string
-		for _, e := range es {
-			names = append(names, e.Name())
-		}
-		t.Fatalf("files beside the closed store: %v, want only onetick.db", names)
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != "onetick.db onetick.db-commit onetick.db-lease" {
+		t.Fatalf("files beside the closed store: %v, want onetick.db, its -commit and its -lease", names)
 	}
 }
 
@@ -221,16 +223,59 @@ func write(t *testing.T, path string, data []byte) {
 	}
 }
 
-// TestFileIsPrivate: payloads may be private, so the store is readable by
-// its owner only.
+// TestFileIsPrivate: payloads may be private, so the store, its
+// directory when onetick makes it, and the files onetick keeps beside it
+// are its owner's only; a store or directory that others can reach is
+// warned about when it is opened, naming the path and the mode.
 func TestFileIsPrivate(t *testing.T) {
 	t.Parallel()
-	_, path := open(t)
-	fi, err := os.Stat(path)
+	path := filepath.Join(t.TempDir(), "state", "onetick.db")
+	b, err := sqlite.Open(path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := fi.Mode().Perm(); m != 0o600 {
-		t.Fatalf("mode %v, want 0600", m)
+	ctx := context.Background()
+	g, err := b.Acquire(ctx, "a", time.Minute) // makes the commit record and the term lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{
+		path:               0o600,
+		filepath.Dir(path): 0o700 | os.ModeDir,
+		path + "-commit":   0o600,
+		path + "-lease":    0o700 | os.ModeDir,
+		path + "-lease/" + strconv.FormatInt(int64(g.Lease.Epoch), 10): 0o600,
+	} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := fi.Mode() & (os.ModePerm | os.ModeDir); m != want {
+			t.Errorf("%s: mode %v, want %v", p, m, want)
+		}
+	}
+	b.Close()
+	if x := sqlite.Exposed(path); len(x) != 0 {
+		t.Fatalf("exposures of a private store: %v", x)
+	}
+
+	// Opened up by hand: warned, naming path and mode.
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncWriter
+	b, err = sqlite.Open(path, sqlite.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	out := logs.String()
+	for _, w := range []string{"level=WARN", "file=" + path + " mode=0644", "file=" + filepath.Dir(path) + " mode=0755", "chmod 600"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("the log of opening a store readable by others does not say %q:\n%s", w, out)
+		}
 	}
 }

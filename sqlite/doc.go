@@ -67,7 +67,8 @@
 // catches up what the machine missed while it was down, and prefer:
 // missed counts it), tick records (a tick claimed before a crash is never
 // claimed again after it), streams, the lease (a crashed leader's lease
-// stays until its TTL runs out, as in Redis), the epoch and the history,
+// stays in the file, and the next process takes it over at once: see
+// Term locks), the epoch and the history,
 // pauses and the control log, and the workers' state: work in flight
 // (taken over once its worker is not alive), done records, scheduled
 // retries and dead letters. Every operation is one transaction, committed with
@@ -86,6 +87,45 @@
 // not SQLite, another application's database, truncated or corrupted, a
 // newer schema) before anything is written: the file is left as it was,
 // and the operator decides.
+//
+// # A damaged write-ahead log
+//
+// SQLite's recovery of the "-wal" a crash left stops at the first frame
+// whose checksum fails and drops every frame after it, committed or not,
+// without an error. So every write transaction that changes the store
+// also counts itself in the file (counters."commits"; one that changes
+// nothing, such as a worker's fetch finding no work, still writes
+// nothing), and once it has committed, this process
+// writes the count to "<file>-commit" beside it (no sync: it is written
+// after the commit is durable, so it never names a commit the file does
+// not hold). Open reads that record, then the file's count through a
+// read-only connection (which recovers the log in memory and never
+// checkpoints), and refuses the store, ErrCorrupt, when the file holds
+// fewer commits than were acknowledged: the error names the file, the
+// log and the record, and says what to do (restore the file with its
+// "-wal" from a backup, or move the record aside to go on from what
+// SQLite reads). Nothing is written. Garbage past the last commit (what a
+// crash in the middle of a transaction leaves) loses nothing and is
+// accepted. Not detected: the loss of only the last commit before a
+// crash that came between that commit and its record, and any loss when
+// the record is missing (a store last written by an older onetick).
+//
+// # Term locks
+//
+// The process granted a term takes an exclusive flock(2) on
+// "<file>-lease/<epoch>" in the granting transaction and holds it while
+// it holds the term (until it releases the lease, learns it lost it, or
+// closes the store); the kernel drops it when the process dies. Acquire,
+// finding the lease held and unexpired, tries that lock without waiting,
+// inside its write transaction: if it gets it, no process holds the term,
+// and the lease is taken at once (a new epoch; the old term ends as
+// expired). A holder that lives keeps its lock, also while stopped
+// (SIGSTOP), and is waited out by the TTL rule; so is a term without a
+// lock file. flock locks belong to an open file description, so they
+// hold between processes and between two opens in one process (fcntl
+// locks, SQLite's own, are per process and dropped by any close of the
+// file, so they cannot serve). A standby already running is not told of
+// a holder's death: it acquires when the lease's TTL runs out, as before.
 //
 // # Locking and processes
 //
@@ -110,12 +150,18 @@
 //
 //   - Network filesystems (NFS, SMB, most FUSE filesystems): their locks
 //     and the shared memory of the write-ahead log do not work across
-//     machines; two processes there can both write. Keep the file on a
-//     local disk.
+//     machines; two processes there can both write, and a term lock
+//     taken on another machine proves nothing. Keep the file on a local
+//     disk.
 //   - A copy of the file taken while a process writes it (cp, rsync)
 //     can be torn; back up with sqlite3's .backup or VACUUM INTO, or copy
 //     the file and its "-wal" while no process has it open. Deleting the
-//     "-wal" of a crashed process loses its last commits.
+//     "-wal" of a crashed process loses its last commits (and is refused
+//     at the next open, as a damaged log is). A backup restored over the
+//     file is refused the same way until "<file>-commit" is moved aside.
+//   - Modes: the file is made 0600, its directory (when Open makes it)
+//     0700; Open logs a warning naming a file or directory others can
+//     reach (Exposed), and changes nothing.
 //   - A disk that acknowledges an fsync it has not done loses recent
 //     commits on power loss. A full disk makes operations fail (nothing
 //     half written).

@@ -172,3 +172,39 @@ func DefaultPath(getenv func(string) string) (string, error) {
 	}
 	return filepath.Join(home, ".local", "state", "onetick", "onetick.db"), nil
 }
+
+// Exposure is a store file, or its directory, that others than its owner
+// can reach: the file holds payloads, pauses with who made them and why,
+// and the workers' errors.
+type Exposure struct {
+	Path string
+	Mode fs.FileMode
+	Dir  bool
+}
+
+// ModeString is the mode in octal, as chmod takes it.
+func (x Exposure) ModeString() string { return fmt.Sprintf("%04o", x.Mode.Perm()) }
+
+func (x Exposure) String() string {
+	if x.Dir {
+		return fmt.Sprintf("the store's directory %s is mode %s: others can list and reach it; chmod o-rwx %s (onetick makes it 0700)",
+			x.Path, x.ModeString(), x.Path)
+	}
+	return fmt.Sprintf("the store %s is mode %s: others than its owner can read or write it; chmod 600 %s (onetick makes it 0600)",
+		x.Path, x.ModeString(), x.Path)
+}
+
+// Exposed lists what of the store at path others can reach: the file when
+// its group or others have any permission on it, its directory when
+// others have any. Nothing is listed for what does not exist (yet).
+func Exposed(path string) []Exposure {
+	var out []Exposure
+	if fi, err := os.Stat(path); err == nil && !fi.IsDir() && fi.Mode().Perm()&0o077 != 0 {
+		out = append(out, Exposure{Path: path, Mode: fi.Mode()})
+	}
+	dir := filepath.Dir(path)
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() && fi.Mode().Perm()&0o007 != 0 {
+		out = append(out, Exposure{Path: dir, Mode: fi.Mode(), Dir: true})
+	}
+	return out
+}

@@ -28,6 +28,8 @@ const (
 	envFile   = "ONETICK_SQLITE_FILE"
 	envLog    = "ONETICK_SQLITE_LOG"
 	envName   = "ONETICK_SQLITE_NAME"
+	envTTL    = "ONETICK_SQLITE_TTL"
+	envCount  = "ONETICK_SQLITE_COUNT"
 )
 
 // crashJobs are the jobs the claimer claims; crashBase is their first
@@ -51,6 +53,8 @@ func runHelperIfAsked() {
 		err = racer()
 	case "reader":
 		err = reader()
+	case "writer":
+		err = writer()
 	default:
 		err = fmt.Errorf("unknown helper %q", os.Getenv(envHelper))
 	}
@@ -75,23 +79,14 @@ func claimer() error {
 	if err != nil {
 		return err
 	}
-	const ttl = 2 * time.Second
-	var lease onetick.Lease
-	for {
-		g, err := b.Acquire(ctx, os.Getenv(envName), ttl)
-		var he *onetick.HeldError
-		if errors.As(err, &he) {
-			// The killed predecessor's lease runs out on its own, as it
-			// would after a real crash.
-			time.Sleep(he.Leader.TTL + time.Millisecond)
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		lease = g.Lease
-		break
+	// The killed predecessor's lease, a minute long, is taken over at
+	// once: its process is gone.
+	const ttl = time.Minute
+	g, err := b.Acquire(ctx, os.Getenv(envName), ttl)
+	if err != nil {
+		return err
 	}
+	lease := g.Lease
 	last, err := b.LastFired(ctx, crashJobs)
 	if err != nil {
 		return err
@@ -152,22 +147,34 @@ type raceResult struct {
 }
 
 // racer opens the store, says "ready", waits for "go" on standard input,
-// tries to acquire the lease once and reports. It keeps what it won: the
-// lease stays in the file after it exits, as a crashed leader's would.
+// tries to acquire the lease once (for envTTL, default a minute) and
+// reports. Then it lives on until its standard input closes, and exits
+// without releasing what it won: the lease stays in the file, as a
+// crashed leader's would.
 func racer() error {
 	ctx := context.Background()
 	name := os.Getenv(envName)
+	ttl := time.Minute
+	if s := os.Getenv(envTTL); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		ttl = d
+	}
 	b, err := sqlite.Open(os.Getenv(envFile), sqlite.Options{})
 	if err != nil {
 		return err
 	}
 	defer b.Close()
 	fmt.Println("ready")
-	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+	in := bufio.NewReader(os.Stdin)
+	if _, err := in.ReadString('\n'); err != nil {
 		return err
 	}
+	defer func() { _, _ = io.Copy(io.Discard, in) }()
 	r := raceResult{Name: name}
-	g, err := b.Acquire(ctx, name, time.Minute)
+	g, err := b.Acquire(ctx, name, ttl)
 	var he *onetick.HeldError
 	switch {
 	case err == nil:
@@ -183,6 +190,42 @@ func racer() error {
 		r.Error = err.Error()
 	}
 	return json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// writer acquires the lease and claims envCount batches of ten ticks of
+// job "w", one transaction each, printing "claimed <last slot>" after each
+// claim returned; then it says "idle" and waits, writing nothing more,
+// until it is killed or its standard input closes.
+func writer() error {
+	ctx := context.Background()
+	n, err := strconv.Atoi(os.Getenv(envCount))
+	if err != nil {
+		return err
+	}
+	b, err := sqlite.Open(os.Getenv(envFile), sqlite.Options{})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	g, err := b.Acquire(ctx, "writer", time.Hour)
+	if err != nil {
+		return err
+	}
+	s := crashBase()
+	for i := 0; i < n; i++ {
+		var batch []onetick.Tick
+		for k := 0; k < 10; k++ {
+			batch = append(batch, onetick.Tick{Job: "w", Slot: s, Stream: "w", Payload: `{"n":1}`, Retention: 24 * time.Hour})
+			s += crashStep
+		}
+		if _, err := b.Claim(ctx, g.Lease, batch); err != nil {
+			return err
+		}
+		fmt.Println("claimed", int64(s-crashStep))
+	}
+	fmt.Println("idle")
+	_, err = io.Copy(io.Discard, os.Stdin)
+	return err
 }
 
 // readerReport is one round of a reader's reads.

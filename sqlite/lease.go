@@ -34,7 +34,18 @@ func (b *Backend) Acquire(ctx context.Context, holder string, ttl time.Duration)
 			return err
 		}
 		if ok && exp > o.ms {
-			return &onetick.HeldError{Leader: onetick.LeaderInfo{Lease: cur, TTL: time.Duration(exp-o.ms) * time.Millisecond, Held: true}}
+			// Unexpired: taken only if its holder's term lock proves that
+			// no process holds the term any more (a crash).
+			f, dead := b.terms.dead(int64(cur.Epoch))
+			if !dead {
+				return &onetick.HeldError{Leader: onetick.LeaderInfo{Lease: cur, TTL: time.Duration(exp-o.ms) * time.Millisecond, Held: true}}
+			}
+			o.after = append(o.after, func() {
+				b.terms.remove(f)
+				b.opts.Logger.Info("took over the lease of a holder whose process is gone", "file", b.path,
+					"holder", cur.Holder, "epoch", cur.Epoch, "ttl_left", time.Duration(exp-o.ms)*time.Millisecond)
+			})
+			o.undo = append(o.undo, func() { _ = f.Close() })
 		}
 		// The epoch never repeats: the largest of the stored epoch + 1,
 		// the history's newest + 1 and the clock in milliseconds.
@@ -66,6 +77,11 @@ func (b *Backend) Acquire(ctx context.Context, holder string, ttl time.Duration)
 		if err := o.exec("DELETE FROM terms WHERE epoch NOT IN (SELECT epoch FROM terms ORDER BY epoch DESC LIMIT ?)", b.opts.HistoryLen); err != nil {
 			return err
 		}
+		// This term's lock, and the files of ended terms nobody holds.
+		b.terms.sweep()
+		b.terms.hold(epoch)
+		o.undo = append(o.undo, func() { b.terms.drop(epoch) })
+		o.after = append(o.after, func() { b.terms.dropBefore(epoch) })
 		g = onetick.Grant{Lease: onetick.Lease{Holder: holder, Epoch: onetick.Epoch(epoch)}, StoreTime: o.now}
 		return nil
 	})
@@ -93,12 +109,15 @@ func (b *Backend) Renew(ctx context.Context, l onetick.Lease, ttl time.Duration)
 		g = onetick.Grant{Lease: l, StoreTime: o.now}
 		return nil
 	})
+	if errors.Is(err, onetick.ErrLeaseLost) {
+		b.terms.drop(int64(l.Epoch))
+	}
 	return g, err
 }
 
 // Release implements onetick.Leaser.
 func (b *Backend) Release(ctx context.Context, l onetick.Lease) error {
-	return b.write(ctx, func(o *op) error {
+	err := b.write(ctx, func(o *op) error {
 		ok, err := o.holds(l)
 		if err != nil {
 			return err
@@ -115,6 +134,10 @@ func (b *Backend) Release(ctx context.Context, l onetick.Lease) error {
 		o.after = append(o.after, func() { b.notify(b.watchers) })
 		return nil
 	})
+	if err == nil || errors.Is(err, onetick.ErrLeaseLost) {
+		b.terms.drop(int64(l.Epoch))
+	}
+	return err
 }
 
 // Leader implements onetick.Leaser.

@@ -95,6 +95,8 @@ type Backend struct {
 	wsweepAt map[string]time.Time
 	rot      map[string]int // per group: fetch rotation
 
+	commits *commitRecord // the count of commits, beside the file
+	terms   *termLocks    // the liveness locks of terms granted here
 }
 
 var _ onetick.Backend = (*Backend)(nil)
@@ -143,6 +145,12 @@ func Open(path string, opts Options) (*Backend, error) {
 	if _, err := checkHeader(path); err != nil {
 		return nil, err
 	}
+	if err := checkCommits(path, opts); err != nil {
+		return nil, err
+	}
+	for _, x := range Exposed(path) {
+		opts.Logger.Warn(x.String(), "file", x.Path, "mode", x.ModeString())
+	}
 	db, err := sql.Open("sqlite", dsn(path, "rw", opts))
 	if err != nil {
 		return nil, fileErr(path, ErrUnreadable, err, "cannot open")
@@ -153,7 +161,8 @@ func Open(path string, opts Options) (*Backend, error) {
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxLifetime(0)
 	b := &Backend{path: path, opts: opts, db: db, watchers: map[chan struct{}]struct{}{},
-		released: map[string]map[chan struct{}]struct{}{}, wsweepAt: map[string]time.Time{}, rot: map[string]int{}}
+		released: map[string]map[chan struct{}]struct{}{}, wsweepAt: map[string]time.Time{}, rot: map[string]int{},
+		commits: &commitRecord{path: path + commitSuffix, log: opts.Logger}, terms: newTermLocks(path, opts.Logger)}
 	if err := b.verify(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -187,7 +196,7 @@ func dsn(path, mode string, opts Options) string {
 // creating it at once end up sharing one.
 func create(path string, opts Options, version int) error {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fileErr(path, ErrUnreadable, err, "cannot create its directory")
 	}
 	var rnd [6]byte
@@ -277,17 +286,19 @@ func (b *Backend) verify() error {
 
 // openErr classifies an error met while opening: SQLite's own verdicts
 // on the file name it as corrupt or not a database.
-func (b *Backend) openErr(err error) error {
+func (b *Backend) openErr(err error) error { return openErr(b.path, err) }
+
+func openErr(path string, err error) error {
 	var e *msqlite.Error
 	if errors.As(err, &e) {
 		switch e.Code() & 0xff {
 		case sqlite3.SQLITE_CORRUPT:
-			return fileErr(b.path, ErrCorrupt, err, "SQLite cannot read it; restore it from a backup or move it aside (onetick does not start fresh over it)")
+			return fileErr(path, ErrCorrupt, err, "SQLite cannot read it; restore it from a backup or move it aside (onetick does not start fresh over it)")
 		case sqlite3.SQLITE_NOTADB:
-			return fileErr(b.path, ErrNotStore, err, "SQLite does not recognise it")
+			return fileErr(path, ErrNotStore, err, "SQLite does not recognise it")
 		}
 	}
-	return fileErr(b.path, ErrUnreadable, err, "cannot read it")
+	return fileErr(path, ErrUnreadable, err, "cannot read it")
 }
 
 // migrate brings the file to this build's schema.
@@ -347,10 +358,15 @@ func migrateDB(ctx context.Context, db *sql.DB, expect, target int) (int, error)
 func (b *Backend) Path() string { return b.path }
 
 // Close implements onetick.Backend. The last connection to close folds
-// the write-ahead log back into the file.
+// the write-ahead log back into the file. A lease still held through this
+// Backend stays in the file, but its term lock is dropped: the next
+// process to acquire takes it over at once.
 func (b *Backend) Close() error {
 	if b.closed.Swap(true) {
 		return nil
 	}
-	return b.db.Close()
+	err := b.db.Close()
+	b.terms.close()
+	b.commits.close()
+	return err
 }

@@ -115,3 +115,30 @@ func FuzzClaim(f *testing.F) {
 }
 
 var _ = os.Getenv
+
+// BenchmarkClaim: one claim of 4 ticks, one transaction synced to disk,
+// from one process.
+func BenchmarkClaim(b *testing.B) {
+	bk, err := sqlite.Open(filepath.Join(b.TempDir(), "onetick.db"), sqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bk.Close()
+	ctx := context.Background()
+	g, err := bk.Acquire(ctx, "a", time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := onetick.Slot(1_600_000_000_000)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		batch := make([]onetick.Tick, 4)
+		for k := range batch {
+			batch[k] = onetick.Tick{Job: "j", Slot: s, Stream: "s", Payload: "{}", Retention: time.Hour}
+			s += 1000
+		}
+		if _, err := bk.Claim(ctx, g.Lease, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -16,7 +16,8 @@ import (
 // acquire the lease at the same moment. Exactly one leads; the others see
 // it held by that one, and a claim made under the leader's epoch in
 // another name is fenced. The file's own locking decides, across
-// processes.
+// processes. While the winner lives nobody else acquires; once it has
+// exited (without releasing, as in a crash), the lease is taken at once.
 func TestProcessesRaceForTheLease(t *testing.T) {
 	t.Parallel()
 	b, path := open(t) // this process has the file open all along
@@ -42,7 +43,6 @@ func TestProcessesRaceForTheLease(t *testing.T) {
 			t.Fatalf("racer %s: %s", r.Name, r.Error)
 		}
 		results = append(results, r)
-		h.wait()
 	}
 	var winner *raceResult
 	for i, r := range results {
@@ -67,8 +67,8 @@ func TestProcessesRaceForTheLease(t *testing.T) {
 			t.Errorf("racer %s: a claim under the winner's epoch in its own name was not fenced", r.Name)
 		}
 	}
-	// The winner has exited without releasing, as a crashed leader: the
-	// lease stays in the file, and this process sees it held.
+	// The winner lives: this process sees the lease held by it and
+	// cannot acquire.
 	info, err := b.Leader(ctx)
 	if err != nil || !info.Held || info.Lease != winner.Lease {
 		t.Fatalf("leader seen by this process: %+v, %v; want %+v", info, err, winner.Lease)
@@ -78,6 +78,18 @@ func TestProcessesRaceForTheLease(t *testing.T) {
 	}
 	if s, err := b.Stream(ctx, "race"); err != nil || len(s) != 0 {
 		t.Fatalf("the fenced claims appended %v (%v)", s, err)
+	}
+	// The racers exit without releasing: the winner's lease, a minute
+	// long, stays in the file, and is taken over at once.
+	for _, h := range hs {
+		h.wait()
+	}
+	if info, err := b.Leader(ctx); err != nil || info.Lease != winner.Lease {
+		t.Fatalf("leader after the racers exited: %+v, %v; want the winner's lease still in the file", info, err)
+	}
+	g, err := b.Acquire(ctx, "late", time.Minute)
+	if err != nil || g.Lease.Epoch <= winner.Lease.Epoch {
+		t.Fatalf("acquire once the winner's process is gone: %+v, %v; want a new term at once", g, err)
 	}
 }
 

@@ -21,6 +21,7 @@ type op struct {
 	now   time.Time
 	ms    int64
 	after []func() // run after a successful commit (notifications)
+	undo  []func() // run when the transaction does not commit
 }
 
 // write runs fn in an immediate transaction: it holds SQLite's write lock
@@ -49,12 +50,29 @@ func (b *Backend) txn(ctx context.Context, readOnly bool, fn func(o *op) error) 
 	}
 	now := b.opts.Clock.Now()
 	o := &op{ctx: ctx, tx: tx, now: now, ms: now.UnixMilli()}
-	if err := fn(o); err != nil {
+	var changes, commit int64
+	if !readOnly {
+		changes, err = o.totalChanges()
+	}
+	if err == nil {
+		err = fn(o)
+	}
+	if err == nil && !readOnly {
+		commit, err = o.bumpCommits(changes)
+	}
+	if err == nil {
+		err = tx.Commit()
+	} else {
 		_ = tx.Rollback()
+	}
+	if err != nil {
+		for _, f := range o.undo {
+			f()
+		}
 		return b.wrap(err)
 	}
-	if err := tx.Commit(); err != nil {
-		return b.wrap(err)
+	if commit > 0 {
+		b.commits.note(commit)
 	}
 	for _, f := range o.after {
 		f()

@@ -61,7 +61,7 @@ func cmdMigrate(ctx context.Context, args []string, env Env) error {
 		fprintf(env.Stdout, "no onetick state at %s yet: `onetick run` creates it at the current version\n", p)
 		return nil
 	}
-	b, err := openBackend(ctx, f, p) // the file store migrates when opened
+	b, err := openBackend(ctx, f, p, env.logger()) // the file store migrates when opened
 	if err != nil {
 		return err
 	}

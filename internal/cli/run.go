@@ -85,8 +85,9 @@ func embedded(f *config.File, data string, inMemory bool, env Env) (path string,
 
 // openBackend opens the configured backend and checks that it answers.
 // Without a Redis section it is the embedded one: the durable file store
-// at path, or the in-process store when path is "".
-func openBackend(ctx context.Context, f *config.File, path string) (onetick.Backend, error) {
+// at path (its notices, such as a file others can read, go to log), or the
+// in-process store when path is "".
+func openBackend(ctx context.Context, f *config.File, path string, log *slog.Logger) (onetick.Backend, error) {
 	if f.Backend.Postgres != nil {
 		b, err := openPostgres(ctx, f, false)
 		if err != nil {
@@ -96,7 +97,7 @@ func openBackend(ctx context.Context, f *config.File, path string) (onetick.Back
 	}
 	if f.Backend.Redis == nil {
 		if path != "" {
-			b, err := sqlite.Open(path, sqlite.Options{})
+			b, err := sqlite.Open(path, sqlite.Options{Logger: log})
 			if err != nil {
 				return nil, err
 			}
@@ -294,7 +295,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	if f.Backend.Postgres != nil {
 		b, err = openPostgresMigrated(ctx, f)
 	} else {
-		b, err = openBackend(ctx, f, statePath)
+		b, err = openBackend(ctx, f, statePath, log)
 	}
 	if err != nil {
 		return err

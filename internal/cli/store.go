@@ -44,7 +44,7 @@ func (sf storeFlags) open(ctx context.Context, name string, pos []string, env En
 			return nil, nil, nil, fmt.Errorf("%s: no onetick state at %s (%v): start `onetick run` first, or give --data", name, path, err)
 		}
 	}
-	b, err := openBackend(ctx, f, path)
+	b, err := openBackend(ctx, f, path, env.logger())
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
+	"github.com/onetick/onetick/sqlite"
 )
 
 // loadConfig loads --config; every problem is bad input.
@@ -119,6 +120,14 @@ func cmdValidate(args []string, env Env) error {
 		backend = f.MaskedStore()
 	case c.mem:
 		backend = "embedded (in-process, single replica)"
+	default:
+		// The file store's file and directory, if they exist: a stat,
+		// not an open.
+		if p, _, err := embedded(f, "", false, env); err == nil {
+			for _, x := range sqlite.Exposed(p) {
+				fmt.Fprintf(env.Stderr, "%s: warning: %s\n", f.Path, x)
+			}
+		}
 	}
 	fmt.Fprintf(env.Stdout, "%s: ok: %d jobs, backend %s, lease ttl %s renew %s\n",
 		f.Path, len(f.Jobs), printable(backend), f.Lease.TTL, f.Lease.Renew)
