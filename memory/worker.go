@@ -195,7 +195,7 @@ func seqOf(id string) int64 {
 
 func (s *WorkerStore) deliveryOf(stream string, r onetick.TickRecord) worker.Delivery {
 	d := worker.Delivery{Stream: stream, ID: r.ID, Job: r.Job, Slot: r.Slot, Tick: r.Tick, Epoch: r.Epoch,
-		Replica: r.Replica, Payload: r.Payload, Attempt: 1}
+		Replica: r.Replica, Payload: r.Payload, Attempt: 1, Version: r.Version}
 	if x, ok := s.b.wstate.extras[r.ID]; ok {
 		d.Attempt = x.attempt
 	}
@@ -212,7 +212,7 @@ func (s *WorkerStore) appendLocked(now time.Time, d worker.Delivery, attempt int
 	b.seq++
 	id := strconv.FormatInt(now.UnixMilli(), 10) + "-" + strconv.FormatInt(b.seq, 10)
 	b.streams[d.Stream] = append(b.streams[d.Stream], onetick.TickRecord{ID: id, Job: d.Job, Slot: d.Slot,
-		Tick: d.Tick, Epoch: d.Epoch, Replica: d.Replica, Payload: d.Payload})
+		Tick: d.Tick, Epoch: d.Epoch, Replica: d.Replica, Payload: d.Payload, Version: d.Version})
 	b.wstate.extras[id] = entryExtra{attempt: attempt, group: s.group}
 	b.wakeAppendedLocked()
 	return id

@@ -136,9 +136,9 @@ func (s *WorkerStore) fetchOnce(ctx context.Context, consumer string, streams []
 		if len(locked) == 0 {
 			return nil
 		}
-		rows, err = tx.Query(ctx, s.b.q(`SELECT c.ord, e.id, e.ms, e.job, e.slot, e.tick, e.epoch, e.replica, e.payload, e.attempt, e.grp
+		rows, err = tx.Query(ctx, s.b.q(`SELECT c.ord, e.id, e.ms, e.job, e.slot, e.tick, e.epoch, e.replica, e.payload, e.attempt, e.grp, e.version
 			FROM unnest($1::text[], $2::bigint[], $3::int[]) AS c(stream, last_id, ord)
-			CROSS JOIN LATERAL (SELECT x.id, x.ms, x.job, x.slot, x.tick, x.epoch, x.replica, x.payload, x.attempt, x.grp
+			CROSS JOIN LATERAL (SELECT x.id, x.ms, x.job, x.slot, x.tick, x.epoch, x.replica, x.payload, x.attempt, x.grp, x.version
 				FROM {s}.entries x WHERE x.stream = c.stream AND x.id > c.last_id ORDER BY x.id LIMIT $4) e
 			ORDER BY c.ord, e.id`), locked, lasts, ords, max)
 		if err != nil {
@@ -149,7 +149,7 @@ func (s *WorkerStore) fetchOnce(ctx context.Context, consumer string, streams []
 		var pstreams, pjobs []string
 		var ord int32
 		var e entryRow
-		_, err = pgx.ForEachRow(rows, []any{&ord, &e.id, &e.ms, &e.job, &e.slot, &e.tick, &e.epoch, &e.replica, &e.payload, &e.attempt, &e.grp},
+		_, err = pgx.ForEachRow(rows, []any{&ord, &e.id, &e.ms, &e.job, &e.slot, &e.tick, &e.epoch, &e.replica, &e.payload, &e.attempt, &e.grp, &e.version},
 			func() error {
 				if len(out) >= max {
 					return nil
@@ -224,14 +224,15 @@ func (s *WorkerStore) ensureCursors(ctx context.Context, streams []string) error
 type entryRow struct {
 	id, ms, slot, epoch int64
 	job, tick, replica  string
-	payload             string
+	payload, version    string
 	attempt             int
 	grp                 *string
 }
 
 func (e *entryRow) delivery(stream string) *worker.Delivery {
 	return &worker.Delivery{Stream: stream, ID: entryID(e.ms, e.id), Job: e.job, Slot: onetick.Slot(e.slot), Tick: e.tick,
-		Epoch: onetick.Epoch(e.epoch), Replica: e.replica, Payload: e.payload, Attempt: max(e.attempt, 1), Enqueued: msTime(e.ms)}
+		Epoch: onetick.Epoch(e.epoch), Replica: e.replica, Payload: e.payload, Attempt: max(e.attempt, 1), Enqueued: msTime(e.ms),
+		Version: e.version}
 }
 
 // Reclaim implements worker.Store: the pending rows that were given back,
@@ -253,7 +254,7 @@ func (s *WorkerStore) Reclaim(ctx context.Context, consumer string, streams []st
 		gone AS (DELETE FROM {s}.pending p USING c WHERE NOT c.live AND p.grp = c.grp AND p.entry_id = c.entry_id),
 		u AS (UPDATE {s}.pending p SET consumer = $5, seen_at = clock_timestamp(), deliveries = p.deliveries + 1, running_until = NULL
 			FROM c WHERE c.live AND p.grp = c.grp AND p.entry_id = c.entry_id RETURNING p.entry_id, p.stream, p.deliveries)
-		SELECT u.stream, u.deliveries, e.id, e.ms, e.job, e.slot, e.tick, e.epoch, e.replica, e.payload, e.attempt, e.grp
+		SELECT u.stream, u.deliveries, e.id, e.ms, e.job, e.slot, e.tick, e.epoch, e.replica, e.payload, e.attempt, e.grp, e.version
 		FROM u JOIN {s}.entries e ON e.id = u.entry_id ORDER BY e.id`), s.group, streams, idle.Milliseconds(), max, consumer)
 	if err != nil {
 		return nil, err
@@ -262,7 +263,7 @@ func (s *WorkerStore) Reclaim(ctx context.Context, consumer string, streams []st
 	var stream string
 	var count int
 	var e entryRow
-	_, err = pgx.ForEachRow(rows, []any{&stream, &count, &e.id, &e.ms, &e.job, &e.slot, &e.tick, &e.epoch, &e.replica, &e.payload, &e.attempt, &e.grp},
+	_, err = pgx.ForEachRow(rows, []any{&stream, &count, &e.id, &e.ms, &e.job, &e.slot, &e.tick, &e.epoch, &e.replica, &e.payload, &e.attempt, &e.grp, &e.version},
 		func() error {
 			d := e.delivery(stream)
 			d.Deliveries = count
@@ -492,9 +493,9 @@ func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.F
 					s.group, d.Tick, d.ID, consumer, int64(d.Slot), max(f.Retention.Milliseconds(), 1))
 				batch.Queue(s.b.q(lastOutcomeSQL), s.group, d.Job, string(worker.OutcomeSucceeded), d.Tick)
 			case worker.FinishRetry:
-				batch.Queue(s.b.q(`INSERT INTO {s}.retries (grp, due_at, stream, job, slot, tick, epoch, replica, payload, attempt)
-					VALUES ($1, clock_timestamp() + $2 * interval '1 millisecond', $3, $4, $5, $6, $7, $8, $9, $10)`),
-					s.group, max(f.Delay.Milliseconds(), 0), d.Stream, d.Job, int64(d.Slot), d.Tick, int64(d.Epoch), d.Replica, d.Payload, d.Attempt+1)
+				batch.Queue(s.b.q(`INSERT INTO {s}.retries (grp, due_at, stream, job, slot, tick, epoch, replica, payload, attempt, version)
+					VALUES ($1, clock_timestamp() + $2 * interval '1 millisecond', $3, $4, $5, $6, $7, $8, $9, $10, $11)`),
+					s.group, max(f.Delay.Milliseconds(), 0), d.Stream, d.Job, int64(d.Slot), d.Tick, int64(d.Epoch), d.Replica, d.Payload, d.Attempt+1, d.Version)
 				batch.Queue(s.b.q(lastOutcomeSQL), s.group, d.Job, string(worker.OutcomeRetried), d.Tick)
 			case worker.FinishDead:
 				s.queueDead(batch, consumer, d, c, f.Err)
@@ -532,8 +533,8 @@ func (s *WorkerStore) PromoteDue(ctx context.Context, limit int) (worker.Promote
 				batch := &pgx.Batch{}
 				batch.Queue(lockSQL, s.b.lockKey("append"))
 				batch.Queue(s.b.q(`WITH m AS (DELETE FROM {s}.retries WHERE id = ANY($1) RETURNING *)
-					INSERT INTO {s}.entries (stream, ms, job, slot, tick, epoch, replica, payload, attempt, grp)
-					SELECT stream, {s}.ms(clock_timestamp()), job, slot, tick, epoch, replica, payload, attempt, grp
+					INSERT INTO {s}.entries (stream, ms, job, slot, tick, epoch, replica, payload, attempt, grp, version)
+					SELECT stream, {s}.ms(clock_timestamp()), job, slot, tick, epoch, replica, payload, attempt, grp, version
 					FROM m ORDER BY due_at, id`), due)
 				batch.Queue(`SELECT pg_notify($1, '')`, s.b.channel(chanAppend))
 				if err := tx.SendBatch(ctx, batch).Close(); err != nil {

@@ -210,7 +210,8 @@ func deliveryOf(stream, id string, fields any) *worker.Delivery {
 		attempt = 1
 	}
 	d := &worker.Delivery{Stream: stream, ID: id, Job: get("job"), Slot: onetick.Slot(slot), Tick: get("tick"),
-		Epoch: onetick.Epoch(epoch), Replica: get("replica"), Payload: get("payload"), Attempt: attempt}
+		Epoch: onetick.Epoch(epoch), Replica: get("replica"), Payload: get("payload"), Attempt: attempt,
+		Version: get("version")}
 	if ms, _, ok := strings.Cut(id, "-"); ok {
 		if n, err := strconv.ParseInt(ms, 10, 64); err == nil {
 			d.Enqueued = msTime(n)
@@ -368,7 +369,8 @@ type retryMember struct {
 	Payload string `json:"p"`
 	Attempt string `json:"a"`
 	Group   string `json:"g"`
-	Origin  string `json:"o"` // the failed entry: makes the member unique
+	Origin  string `json:"o"`           // the failed entry: makes the member unique
+	Version string `json:"v,omitempty"` // the job's definition version
 }
 
 // Finish implements worker.Store.
@@ -393,7 +395,7 @@ func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.F
 			kind, num = "r", max(f.Delay.Milliseconds(), 0)
 			js, err := json.Marshal(retryMember{Stream: d.Stream, Job: d.Job, Slot: strconv.FormatInt(int64(d.Slot), 10),
 				Tick: d.Tick, Epoch: strconv.FormatInt(int64(d.Epoch), 10), Replica: d.Replica, Payload: d.Payload,
-				Attempt: strconv.Itoa(d.Attempt + 1), Group: s.group, Origin: d.Stream + "\n" + d.ID})
+				Attempt: strconv.Itoa(d.Attempt + 1), Group: s.group, Origin: d.Stream + "\n" + d.ID, Version: d.Version})
 			if err != nil {
 				return nil, err
 			}

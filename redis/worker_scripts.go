@@ -463,8 +463,13 @@ for i = 1, #ARGV, 2 do
   local m = ARGV[i + 1]
   if redis.call('ZREM', KEYS[1], m) == 1 then
     local r = cjson.decode(m)
-    redis.call('XADD', KEYS[tonumber(ARGV[i])], '*', 'job', r.j, 'slot', r.sl, 'tick', r.t, 'epoch', r.e,
-      'replica', r.r, 'payload', r.p, 'attempt', r.a, 'group', r.g)
+    if r.v then
+      redis.call('XADD', KEYS[tonumber(ARGV[i])], '*', 'job', r.j, 'slot', r.sl, 'tick', r.t, 'epoch', r.e,
+        'replica', r.r, 'payload', r.p, 'attempt', r.a, 'group', r.g, 'version', r.v)
+    else
+      redis.call('XADD', KEYS[tonumber(ARGV[i])], '*', 'job', r.j, 'slot', r.sl, 'tick', r.t, 'epoch', r.e,
+        'replica', r.r, 'payload', r.p, 'attempt', r.a, 'group', r.g)
+    end
     n = n + 1
   end
 end

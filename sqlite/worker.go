@@ -61,7 +61,7 @@ type pendingRow struct {
 	d         worker.Delivery
 }
 
-const pendingCols = `stream, id, consumer, delivered_ms, count, job, slot, tick, epoch, replica, payload, attempt, enqueued_ms`
+const pendingCols = `stream, id, consumer, delivered_ms, count, job, slot, tick, epoch, replica, payload, attempt, enqueued_ms, version`
 
 func scanPending(sc interface{ Scan(...any) error }) (*pendingRow, error) {
 	var (
@@ -69,7 +69,7 @@ func scanPending(sc interface{ Scan(...any) error }) (*pendingRow, error) {
 		enqueued int64
 	)
 	if err := sc.Scan(&p.d.Stream, &p.d.ID, &p.consumer, &p.delivered, &p.count, &p.d.Job, &p.d.Slot, &p.d.Tick,
-		&p.d.Epoch, &p.d.Replica, &p.d.Payload, &p.d.Attempt, &enqueued); err != nil {
+		&p.d.Epoch, &p.d.Replica, &p.d.Payload, &p.d.Attempt, &enqueued, &p.d.Version); err != nil {
 		return nil, err
 	}
 	p.d.Enqueued = msTime(enqueued)
@@ -365,9 +365,9 @@ func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.F
 				}
 				err = s.setLast(o, d.Job, worker.OutcomeSucceeded, d.Tick)
 			case worker.FinishRetry:
-				if err := o.exec(`INSERT OR REPLACE INTO w_retries (grp, stream, entry, due_ms, job, slot, tick, epoch, replica, payload, attempt)
-					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, s.group, d.Stream, d.ID, o.ms+f.Delay.Milliseconds(), d.Job, int64(d.Slot),
-					d.Tick, int64(d.Epoch), d.Replica, d.Payload, d.Attempt+1); err != nil {
+				if err := o.exec(`INSERT OR REPLACE INTO w_retries (grp, stream, entry, due_ms, job, slot, tick, epoch, replica, payload, attempt, version)
+					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, s.group, d.Stream, d.ID, o.ms+f.Delay.Milliseconds(), d.Job, int64(d.Slot),
+					d.Tick, int64(d.Epoch), d.Replica, d.Payload, d.Attempt+1, d.Version); err != nil {
 					return err
 				}
 				err = s.setLast(o, d.Job, worker.OutcomeRetried, d.Tick)
@@ -394,7 +394,7 @@ func (s *WorkerStore) PromoteDue(ctx context.Context, max int) (worker.Promoted,
 	p := worker.Promoted{Next: -1}
 	err := s.b.write(ctx, func(o *op) error {
 		p = worker.Promoted{Next: -1}
-		rows, err := o.tx.QueryContext(o.ctx, `SELECT stream, entry, due_ms, job, slot, tick, epoch, replica, payload, attempt
+		rows, err := o.tx.QueryContext(o.ctx, `SELECT stream, entry, due_ms, job, slot, tick, epoch, replica, payload, attempt, version
 			FROM w_retries WHERE grp = ? ORDER BY due_ms, stream, entry LIMIT ?`, s.group, max+1)
 		if err != nil {
 			return err
@@ -408,7 +408,7 @@ func (s *WorkerStore) PromoteDue(ctx context.Context, max int) (worker.Promoted,
 		for rows.Next() {
 			var r retry
 			if err := rows.Scan(&r.d.Stream, &r.entry, &r.due, &r.d.Job, &r.d.Slot, &r.d.Tick, &r.d.Epoch, &r.d.Replica,
-				&r.d.Payload, &r.d.Attempt); err != nil {
+				&r.d.Payload, &r.d.Attempt, &r.d.Version); err != nil {
 				rows.Close()
 				return err
 			}
@@ -444,9 +444,9 @@ func max0(d time.Duration) time.Duration { return max(d, 0) }
 // appendEntry appends a worker's entry (a retry or a replay, addressed to
 // this group) to its stream.
 func (s *WorkerStore) appendEntry(o *op, d worker.Delivery, attempt int) error {
-	return o.exec(`INSERT INTO entries (stream, ms, job, slot, tick, epoch, replica, payload, kind, attempt, grp)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?)`, d.Stream, o.ms, d.Job, int64(d.Slot), d.Tick, int64(d.Epoch), d.Replica, d.Payload,
-		attempt, s.group)
+	return o.exec(`INSERT INTO entries (stream, ms, job, slot, tick, epoch, replica, payload, kind, attempt, grp, version)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?)`, d.Stream, o.ms, d.Job, int64(d.Slot), d.Tick, int64(d.Epoch), d.Replica, d.Payload,
+		attempt, s.group, d.Version)
 }
 
 // listeners returns the group's set of Released channels.

@@ -97,7 +97,7 @@ func (s *WorkerStore) takeNew(ctx context.Context, consumer string, streams []st
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
-			rows, err := o.tx.QueryContext(o.ctx, `SELECT seq, ms, job, slot, tick, epoch, replica, payload, attempt, grp
+			rows, err := o.tx.QueryContext(o.ctx, `SELECT seq, ms, job, slot, tick, epoch, replica, payload, attempt, grp, version
 				FROM entries WHERE stream = ? AND seq > ? ORDER BY seq LIMIT ?`, key, last, max-len(out))
 			if err != nil {
 				return err
@@ -110,7 +110,7 @@ func (s *WorkerStore) takeNew(ctx context.Context, consumer string, streams []st
 					seq, ms int64
 					grp     string
 				)
-				if err := rows.Scan(&seq, &ms, &d.Job, &d.Slot, &d.Tick, &d.Epoch, &d.Replica, &d.Payload, &d.Attempt, &grp); err != nil {
+				if err := rows.Scan(&seq, &ms, &d.Job, &d.Slot, &d.Tick, &d.Epoch, &d.Replica, &d.Payload, &d.Attempt, &grp, &d.Version); err != nil {
 					rows.Close()
 					return err
 				}
@@ -134,9 +134,9 @@ func (s *WorkerStore) takeNew(ctx context.Context, consumer string, streams []st
 			}
 			for _, d := range got {
 				if err := o.exec(`INSERT INTO w_pending (grp, stream, seq, id, consumer, delivered_ms, count,
-					job, slot, tick, epoch, replica, payload, attempt, enqueued_ms) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?)`,
+					job, slot, tick, epoch, replica, payload, attempt, enqueued_ms, version) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 					s.group, key, seqOf(d.ID), d.ID, consumer, o.ms, d.Job, int64(d.Slot), d.Tick, int64(d.Epoch), d.Replica, d.Payload,
-					d.Attempt, d.Enqueued.UnixMilli()); err != nil {
+					d.Attempt, d.Enqueued.UnixMilli(), d.Version); err != nil {
 					return err
 				}
 			}

@@ -46,6 +46,10 @@ type Config struct {
 	// lost. Default 3×HeartbeatInterval; at least 2×HeartbeatInterval, at
 	// most TakeoverIdle.
 	LivenessTTL time.Duration
+	// Dynamic lets jobs be registered (Handle, Set) and removed (Remove)
+	// while Run runs, and Run start with none: for jobs defined at run
+	// time.
+	Dynamic bool
 	// TakeoverIdle is the backstop: an entry that goes this long without
 	// a heartbeat is taken over even though its owner is alive (a worker
 	// that lost track of it). Default 30s; at least 3×HeartbeatInterval.

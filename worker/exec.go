@@ -137,7 +137,7 @@ func taskOf(d *Delivery) *Task {
 		p = json.RawMessage(d.Payload)
 	}
 	return &Task{Job: d.Job, Slot: d.Slot, Tick: d.Tick, Epoch: d.Epoch, Attempt: d.Attempt, Payload: p,
-		Replica: d.Replica, Stream: d.Stream, EntryID: d.ID, Deliveries: d.Deliveries, Enqueued: d.Enqueued}
+		Replica: d.Replica, Stream: d.Stream, EntryID: d.ID, Deliveries: d.Deliveries, Enqueued: d.Enqueued, Version: d.Version}
 }
 
 // settle records f, retrying a failing store until no other consumer can

@@ -151,6 +151,9 @@ type Delivery struct {
 	Deliveries int
 	// Enqueued is when the entry entered the stream, by the store's clock.
 	Enqueued time.Time
+	// Version is the job's definition version (the entry's "version":
+	// jobs defined at run time), carried by retries; empty otherwise.
+	Version string
 }
 
 // Overlap is a job's policy for a tick that comes due while a previous run

@@ -35,6 +35,10 @@ type Task struct {
 	Deliveries int
 	// Enqueued is when the entry entered the stream (store clock).
 	Enqueued time.Time
+	// Version is the definition version of a job defined at run time
+	// that the tick was claimed under (empty for other jobs, and for a
+	// replayed dead letter).
+	Version string
 }
 
 // Handler runs ticks. Work must return when ctx is done: ctx is cancelled

@@ -23,15 +23,17 @@ type Worker struct {
 	clock clockwork.Clock
 	m     *metrics
 
-	mu         sync.Mutex
-	jobs       map[string]*job
-	started    bool
-	streams    []string
-	held       map[heldKey]*held
-	interrupt  context.CancelFunc // cuts the fetch in progress short; nil when none
-	waitersDue bool
-	stopping   bool // Run's ctx is done: admitted ticks are given back, not started
-	cutoff     bool // the shutdown bound passed: running handlers are cancelled
+	mu      sync.Mutex
+	jobs    map[string]*job
+	started bool
+	streams []string
+	// jobsChanged wakes an intake waiting for a first job (Config.Dynamic).
+	jobsChanged chan struct{}
+	held        map[heldKey]*held
+	interrupt   context.CancelFunc // cuts the fetch in progress short; nil when none
+	waitersDue  bool
+	stopping    bool // Run's ctx is done: admitted ticks are given back, not started
+	cutoff      bool // the shutdown bound passed: running handlers are cancelled
 	// aliveSent is when the last heartbeat (or the registration) that
 	// reached the store was sent: the store keeps this worker alive until
 	// at least aliveSent + LivenessTTL. trust fires distrust at
@@ -91,8 +93,16 @@ func New(cfg Config) (*Worker, error) {
 		log:  cfg.Logger.With("consumer", cfg.Consumer),
 		jobs: map[string]*job{}, held: map[heldKey]*held{},
 		slots: make(chan struct{}, cfg.Concurrency), wakePromoter: make(chan struct{}, 1),
+		jobsChanged: make(chan struct{}, 1),
 		boundPassed: make(chan struct{}), settles: make(chan settleReq, cfg.Concurrency),
 	}, nil
+}
+
+// currentStreams are the streams read now.
+func (w *Worker) currentStreams() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.streams
 }
 
 // Consumer returns this worker's consumer name.
@@ -100,14 +110,84 @@ func (w *Worker) Consumer() string { return w.cfg.Consumer }
 
 // Handle registers h for the ticks of job. It fails on an invalid job name
 // or option, a second registration of one job, a nil handler, or a call
-// after Run.
+// after Run (unless Config.Dynamic).
 func (w *Worker) Handle(name string, h Handler, opts ...JobOption) error {
+	j, err := newJob(name, h, opts)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started && !w.cfg.Dynamic {
+		return fmt.Errorf("worker: Handle(%q) after Run", name)
+	}
+	if _, dup := w.jobs[name]; dup {
+		return cfgErr("jobs["+name+"].name", "registered twice")
+	}
+	w.setLocked(j)
+	return nil
+}
+
+// Set registers h for the ticks of job as Handle does, replacing the
+// job's registration if it has one; with Config.Dynamic it may be called
+// while Run runs. A tick admitted before runs with the handler and
+// options it was admitted with.
+func (w *Worker) Set(name string, h Handler, opts ...JobOption) error {
+	j, err := newJob(name, h, opts)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started && !w.cfg.Dynamic {
+		return fmt.Errorf("worker: Set(%q) after Run", name)
+	}
+	w.setLocked(j)
+	return nil
+}
+
+// Remove unregisters job; with Config.Dynamic it may be called while Run
+// runs: its stream is no longer read (unless another job shares it), and
+// a tick of it admitted before still runs.
+func (w *Worker) Remove(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.jobs, name)
+	w.streamsLocked()
+}
+
+func (w *Worker) setLocked(j *job) {
+	w.jobs[j.name] = j
+	w.streamsLocked()
+}
+
+// streamsLocked recomputes the streams read: those of the registered
+// jobs, sorted.
+func (w *Worker) streamsLocked() {
+	seen := map[string]bool{}
+	streams := make([]string, 0, len(w.jobs))
+	for _, j := range w.jobs {
+		if !seen[j.stream] {
+			seen[j.stream] = true
+			streams = append(streams, j.stream)
+		}
+	}
+	sort.Strings(streams)
+	w.streams = streams
+	select {
+	case w.jobsChanged <- struct{}{}:
+	default:
+	}
+}
+
+// newJob validates a registration.
+func newJob(name string, h Handler, opts []JobOption) (*job, error) {
 	field := func(f string) string { return "jobs[" + name + "]." + f }
 	if err := onetick.ValidJobName(name); err != nil {
-		return cfgErr(field("name"), "%v", err)
+		return nil, cfgErr(field("name"), "%v", err)
 	}
 	if h == nil {
-		return cfgErr(field("handler"), "is nil")
+		return nil, cfgErr(field("handler"), "is nil")
 	}
 	o := jobOptions{maxAttempts: DefaultMaxAttempts, backoff: DefaultBackoff, overlap: OverlapSkip,
 		prefer: onetick.PreferMissed, maxWaiting: DefaultMaxWaiting, stream: "onetick:stream:" + name}
@@ -116,22 +196,22 @@ func (w *Worker) Handle(name string, h Handler, opts ...JobOption) error {
 	}
 	switch {
 	case o.timeout < 0:
-		return cfgErr(field("timeout"), "must not be negative, got %s", o.timeout)
+		return nil, cfgErr(field("timeout"), "must not be negative, got %s", o.timeout)
 	case o.maxAttempts < 1:
-		return cfgErr(field("max_attempts"), "must be at least 1, got %d", o.maxAttempts)
+		return nil, cfgErr(field("max_attempts"), "must be at least 1, got %d", o.maxAttempts)
 	case o.backoff == nil:
-		return cfgErr(field("backoff"), "is nil")
+		return nil, cfgErr(field("backoff"), "is nil")
 	case o.stream == "":
-		return cfgErr(field("stream"), "must not be empty")
+		return nil, cfgErr(field("stream"), "must not be empty")
 	case o.maxWaiting < 0:
-		return cfgErr(field("max_waiting"), "must not be negative, got %d", o.maxWaiting)
+		return nil, cfgErr(field("max_waiting"), "must not be negative, got %d", o.maxWaiting)
 	}
 	switch o.prefer {
 	case "":
 		o.prefer = onetick.PreferMissed
 	case onetick.PreferMissed, onetick.PreferDuplicate:
 	default:
-		return cfgErr(field("prefer"), "must be %q or %q, got %q", onetick.PreferMissed, onetick.PreferDuplicate, o.prefer)
+		return nil, cfgErr(field("prefer"), "must be %q or %q, got %q", onetick.PreferMissed, onetick.PreferDuplicate, o.prefer)
 	}
 	if o.maxWaiting == 0 {
 		o.maxWaiting = DefaultMaxWaiting
@@ -139,18 +219,9 @@ func (w *Worker) Handle(name string, h Handler, opts ...JobOption) error {
 	switch o.overlap {
 	case OverlapSkip, OverlapQueue, OverlapAllow:
 	default:
-		return cfgErr(field("overlap"), "must be %q, %q or %q, got %q", OverlapSkip, OverlapQueue, OverlapAllow, o.overlap)
+		return nil, cfgErr(field("overlap"), "must be %q, %q or %q, got %q", OverlapSkip, OverlapQueue, OverlapAllow, o.overlap)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.started {
-		return fmt.Errorf("worker: Handle(%q) after Run", name)
-	}
-	if _, dup := w.jobs[name]; dup {
-		return cfgErr(field("name"), "registered twice")
-	}
-	w.jobs[name] = &job{name: name, h: h, jobOptions: o}
-	return nil
+	return &job{name: name, h: h, jobOptions: o}, nil
 }
 
 // HandleFunc registers a function as job's handler.
@@ -173,18 +244,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		return errors.New("worker: Run called twice")
 	}
 	w.started = true
-	if len(w.jobs) == 0 {
+	if len(w.jobs) == 0 && !w.cfg.Dynamic {
 		w.mu.Unlock()
 		return errors.New("worker: no handlers registered")
 	}
-	seen := map[string]bool{}
-	for _, j := range w.jobs {
-		if !seen[j.stream] {
-			seen[j.stream] = true
-			w.streams = append(w.streams, j.stream)
-		}
-	}
-	sort.Strings(w.streams)
 	w.mu.Unlock()
 	for range w.cfg.Concurrency {
 		w.slots <- struct{}{}
@@ -302,12 +365,12 @@ func (w *Worker) intakeOnce(ctx context.Context, n int, nextReclaim *time.Time) 
 		// even what it gave back, until a heartbeat gets through.
 		return n, false
 	}
-	if now := w.clock.Now(); !now.Before(*nextReclaim) {
+	if now, streams := w.clock.Now(), w.currentStreams(); !now.Before(*nextReclaim) && len(streams) > 0 {
 		*nextReclaim = now.Add(w.cfg.HeartbeatInterval)
 		// Not cut short by shutdown: entries taken over must come back
 		// here, to be run or given back.
 		rctx, cancel := w.storeCtx()
-		ds, err := w.store.Reclaim(rctx, w.cfg.Consumer, w.streams, w.cfg.TakeoverIdle, n)
+		ds, err := w.store.Reclaim(rctx, w.cfg.Consumer, streams, w.cfg.TakeoverIdle, n)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
@@ -337,7 +400,20 @@ func (w *Worker) intakeOnce(ctx context.Context, n int, nextReclaim *time.Time) 
 	w.interrupt = cancel
 	w.mu.Unlock()
 	block := max(w.clock.Until(*nextReclaim), time.Millisecond)
-	ds, err := w.store.Fetch(fctx, w.cfg.Consumer, w.streams, n, block)
+	streams := w.currentStreams()
+	if len(streams) == 0 {
+		// Nothing registered yet (Config.Dynamic): wait for a job.
+		select {
+		case <-fctx.Done():
+		case <-w.jobsChanged:
+		case <-w.clock.After(block):
+		}
+		w.mu.Lock()
+		w.interrupt = nil
+		w.mu.Unlock()
+		return n, true
+	}
+	ds, err := w.store.Fetch(fctx, w.cfg.Consumer, streams, n, block)
 	w.mu.Lock()
 	w.interrupt = nil
 	w.mu.Unlock()
@@ -391,7 +467,7 @@ func (w *Worker) register(ctx context.Context) bool {
 	for failures := 0; ; {
 		sent := w.clock.Now()
 		rctx, cancel := w.storeCtx()
-		err := w.store.Register(rctx, w.cfg.Consumer, w.streams, w.cfg.LivenessTTL)
+		err := w.store.Register(rctx, w.cfg.Consumer, w.currentStreams(), w.cfg.LivenessTTL)
 		cancel()
 		if err == nil {
 			w.alive(sent)

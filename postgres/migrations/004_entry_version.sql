@@ -2,3 +2,4 @@
 -- of its ticks, so that a worker runs the tick with the definition it was
 -- claimed under ('' for the configuration file's jobs).
 ALTER TABLE {s}.entries ADD COLUMN version text NOT NULL DEFAULT '';
+ALTER TABLE {s}.retries ADD COLUMN version text NOT NULL DEFAULT '';

@@ -65,6 +65,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"StoreDeadLettersAndReplay", testStoreDeadLetters},
 		{"StoreLiveness", testStoreLiveness},
 		{"StoreOrder", testStoreOrder},
+		{"StoreVersionTravels", testStoreVersion},
 		{"RunsOnce", testRunsOnce},
 		{"KilledMidRun", testKilledMidRun},
 		{"LongHandlerNotTakenOver", testLongHandler},
