@@ -336,8 +336,9 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	}
 
 	var w *worker.Worker
+	var rt *runtimeRuns
 	if f.Role != config.RoleScheduler {
-		if w, err = buildWorker(f, b, *replica, base.With("replica", *replica), reg); err != nil {
+		if w, rt, err = buildWorker(f, b, *replica, base.With("replica", *replica), reg); err != nil {
 			return err
 		}
 	}
@@ -376,6 +377,13 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 			go func() {
 				defer wg.Done()
 				prunePeriodically(runCtx, pg, log)
+			}()
+		}
+		if rt != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rt.run(runCtx)
 			}()
 		}
 		if w != nil {

@@ -68,38 +68,40 @@ func handlerOf(x executor.Executor) worker.Handler {
 }
 
 // buildWorker returns the replica's worker for the jobs that have a run
-// block, or nil when none has.
-func buildWorker(f *config.File, b onetick.Backend, replica string, log *slog.Logger, reg prometheus.Registerer) (*worker.Worker, error) {
+// block, and, when the file allows run blocks in jobs defined at run time
+// (worker.allow_commands, worker.allow_http_hosts) and the store keeps
+// such jobs, what keeps the worker's registrations in line with them; nil
+// when there is nothing to run.
+func buildWorker(f *config.File, b onetick.Backend, replica string, log *slog.Logger, reg prometheus.Registerer) (*worker.Worker, *runtimeRuns, error) {
 	jobs := runJobs(f)
-	if len(jobs) == 0 {
-		return nil, nil
+	js, stores := b.(onetick.JobStore)
+	dynamic := stores && (len(f.Worker.Allow.Commands) > 0 || len(f.Worker.Allow.HTTPHosts) > 0)
+	if len(jobs) == 0 && !dynamic {
+		return nil, nil, nil
 	}
 	store, err := workStoreOf(b, f.Worker.Group)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	w, err := worker.New(worker.Config{Store: store, Consumer: replica, Logger: log, Registerer: reg,
 		Concurrency: f.Worker.Concurrency, ShutdownTimeout: f.Worker.ShutdownTimeout.D(), TakeoverIdle: f.Worker.TakeoverIdle.D(),
-		HeartbeatInterval: f.Worker.Heartbeat.D(), DoneRetention: f.Worker.DoneRetention.D(), MaxDeliveries: f.Worker.MaxDeliveries})
+		HeartbeatInterval: f.Worker.Heartbeat.D(), DoneRetention: f.Worker.DoneRetention.D(), MaxDeliveries: f.Worker.MaxDeliveries,
+		Dynamic: dynamic})
 	if err != nil {
-		return nil, usageError{err}
+		return nil, nil, usageError{err}
 	}
 	for _, j := range jobs {
 		x, err := executorOf(j, log)
-		if err != nil {
-			return nil, usageError{fmt.Errorf("%s:%d: jobs (%s).run: %v", f.Path, j.Run.Line, j.Name, err)}
+		if err == nil {
+			err = w.Handle(j.Name, handlerOf(x), runOptions(j)...)
 		}
-		r := j.Run
-		err = w.Handle(j.Name, handlerOf(x),
-			worker.WithStream(j.Stream),
-			worker.WithMaxAttempts(r.MaxAttempts),
-			worker.WithBackoff(worker.ExponentialBackoff(r.Backoff.D(), r.MaxBackoff.D())),
-			worker.WithOverlap(worker.Overlap(r.Overlap)),
-			worker.WithPrefer(onetick.Prefer(j.Prefer)),
-			worker.WithMaxWaiting(j.MaxCatchup))
 		if err != nil {
-			return nil, usageError{fmt.Errorf("%s:%d: jobs (%s).run: %v", f.Path, j.Run.Line, j.Name, err)}
+			return nil, nil, usageError{fmt.Errorf("%s:%d: jobs (%s).run: %v", f.Path, j.Run.Line, j.Name, err)}
 		}
 	}
-	return w, nil
+	var rt *runtimeRuns
+	if dynamic {
+		rt = newRuntimeRuns(f, js, w, log)
+	}
+	return w, rt, nil
 }
