@@ -78,10 +78,13 @@
 //
 // The top-level role (both, scheduler or worker), the worker section
 // (group, concurrency, takeover_idle, heartbeat, done_retention,
-// max_deliveries, shutdown_timeout) and a job's run block (command or http,
-// timeout, max_attempts, backoff, max_backoff, overlap) configure the
-// workers; the README's "Run your code once" shows them with their
-// defaults, and packages worker and executor document them.
+// max_deliveries, shutdown_timeout, allow_commands, allow_http_hosts) and
+// a job's run block (command or http, timeout, max_attempts, backoff,
+// max_backoff, overlap) configure the workers; the README's "Run your
+// code once" shows them with their defaults, and packages worker and
+// executor document them. allow_commands and allow_http_hosts (Allow)
+// are what jobs defined at run time may run: empty by default, which
+// refuses every run block at run time.
 //
 // Every section and field is optional unless marked required; an empty file
 // is valid (no jobs, embedded backend). A jobs file (ParseJobs, for `onetick
