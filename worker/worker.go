@@ -112,20 +112,7 @@ func (w *Worker) Consumer() string { return w.cfg.Consumer }
 // or option, a second registration of one job, a nil handler, or a call
 // after Run (unless Config.Dynamic).
 func (w *Worker) Handle(name string, h Handler, opts ...JobOption) error {
-	j, err := newJob(name, h, opts)
-	if err != nil {
-		return err
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.started && !w.cfg.Dynamic {
-		return fmt.Errorf("worker: Handle(%q) after Run", name)
-	}
-	if _, dup := w.jobs[name]; dup {
-		return cfgErr("jobs["+name+"].name", "registered twice")
-	}
-	w.setLocked(j)
-	return nil
+	return w.addJob(name, h, opts, false)
 }
 
 // Set registers h for the ticks of job as Handle does, replacing the
@@ -133,6 +120,10 @@ func (w *Worker) Handle(name string, h Handler, opts ...JobOption) error {
 // while Run runs. A tick admitted before runs with the handler and
 // options it was admitted with.
 func (w *Worker) Set(name string, h Handler, opts ...JobOption) error {
+	return w.addJob(name, h, opts, true)
+}
+
+func (w *Worker) addJob(name string, h Handler, opts []JobOption, replace bool) error {
 	j, err := newJob(name, h, opts)
 	if err != nil {
 		return err
@@ -140,7 +131,10 @@ func (w *Worker) Set(name string, h Handler, opts ...JobOption) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.started && !w.cfg.Dynamic {
-		return fmt.Errorf("worker: Set(%q) after Run", name)
+		return fmt.Errorf("worker: registering %q after Run", name)
+	}
+	if _, dup := w.jobs[name]; dup && !replace {
+		return cfgErr("jobs["+name+"].name", "registered twice")
 	}
 	w.setLocked(j)
 	return nil
