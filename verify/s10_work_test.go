@@ -389,7 +389,7 @@ func workOnce(t *testing.T, scenario string, f *Fleet, out, fleet string) {
 		ran = append(ran, fmt.Sprintf("%s (not a replica's name) %d", c, n))
 	}
 	sort.Strings(causes)
-	notes := []string{fmt.Sprintf("%s scheduling and working a 0.4s command job every second (prefer: duplicate, overlap: skip, heartbeat 500ms, so a liveness TTL of 1.5s); 2 leaders and 1 worker killed with SIGKILL (%d of the 3 while running a tick) and replaced, then a rolling deploy of every replica: %d ticks scheduled, %d completed, %d completed twice (each right after a SIGKILL between its side effect and its done record), %d not completed, %.0f overlap skips counted, %d dead letters, %d overlapping runs, %d first runs out of slot order, %d runs left running by a dead replica.",
+	notes := []string{fmt.Sprintf("%s scheduling and working a 0.4s command job every second (prefer: duplicate, overlap: skip, heartbeat 500ms, so a liveness TTL of 1.5s); 2 leaders and 1 worker killed with SIGKILL (%d of the 3 while running a tick) and replaced, then a rolling deploy of every replica: %d ticks scheduled, %d completed (the newest may still run when the log is read), %d completed twice (each right after a SIGKILL between its side effect and its done record), %d not completed, %.0f overlap skips counted, %d dead letters, %d overlapping runs, %d first runs out of slot order, %d runs left running by a dead replica.",
 		fleet, len(cut), len(scheduled), len(dones), twice, len(missingOld), skipped, dead, overlaps, outOfOrder, orphans)}
 	notes = append(notes, "kills: "+strings.Join(kills, "; ")+"; "+strings.Join(append(agains, "ticks run per replica (done records): "+strings.Join(ran, ", ")), "; ")+".")
 	for _, c := range causes {
