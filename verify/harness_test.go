@@ -34,6 +34,7 @@ import (
 	"github.com/onetick/onetick/internal/redistest"
 	otpostgres "github.com/onetick/onetick/postgres"
 	otredis "github.com/onetick/onetick/redis"
+	"github.com/onetick/onetick/sqlite"
 )
 
 // binPath is the onetick binary built (with the verify tag) by TestMain.
@@ -467,6 +468,11 @@ type Fleet struct {
 	// pg, when set, is the PostgreSQL the fleet uses (Redis, client and
 	// backend are then nil): the streams are read from it.
 	pg *otpostgres.Backend
+	// filePath, when set, is the file store the fleet's processes share
+	// (Redis, client, backend and pg are then nil); file reads it, opened
+	// on first use (file_harness_test.go).
+	filePath string
+	file     *sqlite.Backend
 
 	mu       sync.Mutex
 	replicas []*Replica
@@ -545,6 +551,9 @@ func (f *Fleet) close() {
 	}
 	if f.pg != nil {
 		_ = f.pg.Close()
+	}
+	if f.file != nil {
+		_ = f.file.Close()
 	}
 }
 

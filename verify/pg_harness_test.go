@@ -38,11 +38,27 @@ const pgURLEnv = "ONETICK_VERIFY_PG_URL"
 // on PostgreSQL at dbURL (unless the replica's environment names another),
 // in schema.
 func pgConfigYAML(dbURL, schema string) string {
-	_, rest, ok := strings.Cut(configYAML, "lease:")
+	return onBackend(configYAML, "backend:\n  postgres:\n    url: ${"+pgURLEnv+":-"+dbURL+"}\n    schema: "+schema+"\n")
+}
+
+// onBackend replaces the backend section of a configuration built on
+// fleetYAML (everything before its lease section) with section.
+func onBackend(yaml, section string) string {
+	_, rest, ok := strings.Cut(yaml, "\nlease:")
 	if !ok {
-		panic("configYAML has no lease section")
+		panic("the configuration has no lease section")
 	}
-	return "backend:\n  postgres:\n    url: ${" + pgURLEnv + ":-" + dbURL + "}\n    schema: " + schema + "\nlease:" + rest
+	return section + "lease:" + rest
+}
+
+// withJobs replaces the jobs of a configuration built on fleetYAML
+// (everything after its jobs line) with jobs.
+func withJobs(yaml, jobs string) string {
+	head, _, ok := strings.Cut(yaml, "\njobs:\n")
+	if !ok {
+		panic("the configuration has no jobs section")
+	}
+	return head + "\njobs:\n" + jobs
 }
 
 // PGFleet is a fleet on PostgreSQL.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/worker"
 )
 
 // Entry is one stream entry: the tick and the Redis time of its XADD
@@ -38,9 +39,12 @@ func (f *Fleet) ReadStream(job string) []Entry {
 	f.t.Helper()
 	var recs []onetick.TickRecord
 	var err error
-	if f.pg != nil {
+	switch {
+	case f.pg != nil:
 		recs, err = f.readPGStream(streamOf(job))
-	} else {
+	case f.filePath != "":
+		recs, err = f.fileStore().Stream(ctxFor(f.t, 10*time.Second), streamOf(job))
+	default:
 		recs, err = f.backend.ReadStream(ctxFor(f.t, 10*time.Second), streamOf(job), 0)
 	}
 	if err != nil {
@@ -51,6 +55,50 @@ func (f *Fleet) ReadStream(job string) []Entry {
 		out[i] = Entry{TickRecord: r, At: entryTime(r.ID)}
 	}
 	return out
+}
+
+// workStore is the replicas' worker group ("onetick") on whichever
+// store the fleet uses.
+func (f *Fleet) workStore() worker.Inspector {
+	f.t.Helper()
+	switch {
+	case f.pg != nil:
+		return f.pg.WorkerStore("onetick")
+	case f.filePath != "":
+		return f.fileStore().WorkerStore("onetick")
+	default:
+		return f.backend.WorkerStore("onetick")
+	}
+}
+
+// DoneRecords reads the done records of the given ticks (those that
+// have one) of the replicas' worker group.
+func (f *Fleet) DoneRecords(ticks []string) map[string]worker.DoneRecord {
+	f.t.Helper()
+	out, err := f.workStore().DoneRecords(ctxFor(f.t, 10*time.Second), ticks)
+	if err != nil {
+		f.t.Fatalf("reading the done records: %v", err)
+	}
+	return out
+}
+
+// DeadLetters reads every dead letter of the replicas' worker group.
+func (f *Fleet) DeadLetters() []worker.DeadLetter {
+	f.t.Helper()
+	ws := f.workStore()
+	var out []worker.DeadLetter
+	after := ""
+	for {
+		ds, err := ws.DeadLetters(ctxFor(f.t, 10*time.Second), after, 100)
+		if err != nil {
+			f.t.Fatalf("reading the dead letters: %v", err)
+		}
+		out = append(out, ds...)
+		if len(ds) < 100 {
+			return out
+		}
+		after = ds[len(ds)-1].ID
+	}
 }
 
 // ReadStreams reads every job's stream.
@@ -283,7 +331,7 @@ func (f *Fleet) Snapshot() map[string]*Analysis {
 func (f *Fleet) streamLens() string {
 	var b strings.Builder
 	for _, j := range allJobs {
-		if f.pg != nil {
+		if f.client == nil { // PostgreSQL, the file store
 			fmt.Fprintf(&b, "%d,", len(f.ReadStream(j)))
 			continue
 		}
