@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 )
 
@@ -42,8 +43,8 @@ func checkAllowEntries(a Allow) (problems [][2]string) {
 	}
 	for _, h := range a.HTTPHosts {
 		host, port := splitHostPort(h)
-		bad := host == "" || strings.ContainsAny(host, "/?#@ ") || strings.Contains(strings.TrimPrefix(host, "*."), "*")
-		if port != "" && !isPort(port) {
+		bad := checkHostName(strings.TrimPrefix(host, "*.")) != ""
+		if n, err := strconv.Atoi(port); port != "" && (err != nil || n < 1 || n > 65535) {
 			bad = true
 		}
 		if bad {
@@ -141,18 +142,4 @@ func splitHostPort(s string) (host, port string) {
 		return h, p
 	}
 	return strings.Trim(s, "[]"), ""
-}
-
-func isPort(p string) bool {
-	if p == "" || len(p) > 5 {
-		return false
-	}
-	n := 0
-	for _, c := range p {
-		if c < '0' || c > '9' {
-			return false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n >= 1 && n <= 65535
 }
