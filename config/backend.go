@@ -22,6 +22,13 @@ type FileStore struct {
 	Path string `yaml:"path"`
 }
 
+// backendKeys are the keys of the backend section: the stores, of which
+// at most one may be given.
+var backendKeys = []string{"redis", "file", "memory", "postgres"}
+
+// fileStoreKeys are the keys of backend.file.
+var fileStoreKeys = []string{"path"}
+
 // backend walks the backend section and returns the key prefix in effect.
 func (p *parser) backend(e entry) string {
 	if !e.ok() {
@@ -31,7 +38,7 @@ func (p *parser) backend(e entry) string {
 	if m == nil || !ok {
 		return DefaultPrefix
 	}
-	sec := p.fields(p.entries(m, "backend"), "backend", "backend", "redis", "file", "memory", "postgres")
+	sec := p.fields(p.entries(m, "backend"), "backend", "backend", backendKeys...)
 	if x, ok := sec["postgres"]; ok && !isNull(x.val) {
 		p.postgres(x)
 	}
@@ -40,7 +47,7 @@ func (p *parser) backend(e entry) string {
 		if ok {
 			p.f.Backend.File = &FileStore{}
 			if fm != nil {
-				f := p.fields(p.entries(fm, "backend.file"), "backend.file", "backend.file", "path")
+				f := p.fields(p.entries(fm, "backend.file"), "backend.file", "backend.file", fileStoreKeys...)
 				if pe, ok := f["path"]; ok {
 					p.f.Backend.File.Path, _ = p.str(pe, "backend.file.path")
 				}
@@ -56,7 +63,7 @@ func (p *parser) backend(e entry) string {
 		}
 	}
 	n := 0
-	for _, k := range []string{"redis", "file", "memory", "postgres"} {
+	for _, k := range backendKeys {
 		if _, ok := sec[k]; ok {
 			n++
 		}

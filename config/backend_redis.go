@@ -81,6 +81,11 @@ type TLS struct {
 	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
 }
 
+// redisKeys are the keys of backend.redis (topology reads sentinel,
+// cluster and the durability settings).
+var redisKeys = []string{"url", "prefix", "username", "password", "clock_tolerance", "tls",
+	"sentinel", "cluster", "durability", "replicas", "replication_timeout"}
+
 func (p *parser) redis(e entry) string {
 	const path = "backend.redis"
 	m, ok := p.mapping(e.val, e.line, path)
@@ -93,8 +98,7 @@ func (p *parser) redis(e entry) string {
 	if m != nil {
 		es = p.entries(m, path)
 	}
-	sec := p.fields(es, path, path, "url", "prefix", "username", "password", "clock_tolerance", "tls",
-		"sentinel", "cluster", "durability", "replicas", "replication_timeout")
+	sec := p.fields(es, path, path, redisKeys...)
 	strField := func(key string, dst *string) {
 		if e, ok := sec[key]; ok {
 			*dst, _ = p.str(e, path+"."+key)
@@ -216,6 +220,9 @@ func (p *parser) checkURL(raw string, line int) string {
 	return u.Scheme
 }
 
+// redisTLSKeys are the keys of backend.redis.tls.
+var redisTLSKeys = []string{"enabled", "ca_file", "cert_file", "key_file", "server_name", "insecure_skip_verify"}
+
 func (p *parser) tls(e entry, r *Redis, scheme string) {
 	const path = "backend.redis.tls"
 	var sec map[string]entry
@@ -228,7 +235,7 @@ func (p *parser) tls(e entry, r *Redis, scheme string) {
 		if m != nil {
 			es = p.entries(m, path)
 		}
-		sec = p.fields(es, path, path, "enabled", "ca_file", "cert_file", "key_file", "server_name", "insecure_skip_verify")
+		sec = p.fields(es, path, path, redisTLSKeys...)
 	}
 	t := &r.TLS
 	for _, f := range []struct {

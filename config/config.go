@@ -56,6 +56,12 @@ type File struct {
 	schedules map[schedKey]*cron.Schedule
 }
 
+// jobsFileKeys are the top-level keys of a jobs file.
+var jobsFileKeys = []string{"jobs"}
+
+// topKeys are the top-level keys of a configuration file, the sections.
+var topKeys = []string{"backend", "lease", "http", "role", "worker", "metrics", "jobs"}
+
 // top walks the root mapping.
 func (p *parser) top(root *yaml.Node) {
 	m, ok := p.mapping(root, rootLine(root), "")
@@ -71,7 +77,7 @@ func (p *parser) top(root *yaml.Node) {
 		// A jobs file: its jobs join base's configuration. It says what
 		// the set becomes, so it must say it: a file or body with no list
 		// (empty, cut short, null) would otherwise remove every job.
-		sec := p.fields(es, "", "", "jobs")
+		sec := p.fields(es, "", "", jobsFileKeys...)
 		switch je, ok := sec["jobs"]; {
 		case !ok && len(p.errs) == 0:
 			p.errorf(rootLine(root), "jobs", "is missing: a jobs file holds a jobs: list (an empty file is refused; write jobs: [] to remove every job of the set)")
@@ -85,7 +91,7 @@ func (p *parser) top(root *yaml.Node) {
 		p.jobs(sec["jobs"], prefix, p.base.Lease.TTL.D())
 		return
 	}
-	sec := p.fields(es, "", "", "backend", "lease", "http", "role", "worker", "metrics", "jobs")
+	sec := p.fields(es, "", "", topKeys...)
 	prefix := p.backend(sec["backend"])
 	ttl := p.lease(sec["lease"])
 	p.http(sec["http"])

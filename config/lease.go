@@ -15,6 +15,9 @@ type Lease struct {
 	SafetyMargin Duration `yaml:"safety_margin"`
 }
 
+// leaseKeys are the keys of the lease section.
+var leaseKeys = []string{"ttl", "renew", "safety_margin"}
+
 // lease walks the lease section and returns the effective ttl.
 func (p *parser) lease(e entry) time.Duration {
 	var lc onetick.LeaseConfig
@@ -23,7 +26,7 @@ func (p *parser) lease(e entry) time.Duration {
 		m, ok := p.mapping(e.val, e.line, "lease")
 		bad = !ok
 		if m != nil {
-			sec := p.fields(p.entries(m, "lease"), "lease", "lease", "ttl", "renew", "safety_margin")
+			sec := p.fields(p.entries(m, "lease"), "lease", "lease", leaseKeys...)
 			for _, f := range []struct {
 				key string
 				dst *time.Duration

@@ -26,6 +26,9 @@ type Postgres struct {
 	EntryRetention Duration `yaml:"entry_retention"`
 }
 
+// postgresKeys are the keys of backend.postgres.
+var postgresKeys = []string{"url", "schema", "clock_tolerance", "entry_retention"}
+
 func (p *parser) postgres(e entry) {
 	const path = "backend.postgres"
 	m, ok := p.mapping(e.val, e.line, path)
@@ -36,7 +39,7 @@ func (p *parser) postgres(e entry) {
 	p.f.Backend.Postgres = pg
 	var sec map[string]entry
 	if m != nil {
-		sec = p.fields(p.entries(m, path), path, path, "url", "schema", "clock_tolerance", "entry_retention")
+		sec = p.fields(p.entries(m, path), path, path, postgresKeys...)
 	}
 	if x, ok := sec["url"]; ok {
 		pg.URL, _ = p.str(x, path+".url")

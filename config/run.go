@@ -52,6 +52,9 @@ const (
 	DefaultHTTPTimeout = 30 * time.Second
 )
 
+// runKeys are the keys of a job's run block.
+var runKeys = []string{"command", "http", "timeout", "max_attempts", "backoff", "max_backoff", "overlap"}
+
 // run reads a job's run block.
 func (p *parser) run(e entry, disp string) (*Run, bool) {
 	path := disp + ".run"
@@ -66,7 +69,7 @@ func (p *parser) run(e entry, disp string) (*Run, bool) {
 	r := &Run{Line: e.line}
 	p.itemLines = map[string]int{}
 	defer func() { p.itemLines = nil }()
-	sec := p.fields(p.entries(m, path), path, path, "command", "http", "timeout", "max_attempts", "backoff", "max_backoff", "overlap")
+	sec := p.fields(p.entries(m, path), path, path, runKeys...)
 	good := true
 	if x, ok := sec["timeout"]; ok {
 		r.Timeout, ok = p.dur(x, path+".timeout")
@@ -155,6 +158,9 @@ func (p *parser) run(e entry, disp string) (*Run, bool) {
 	return r, good
 }
 
+// commandKeys are the keys of a run block's command written as a mapping.
+var commandKeys = []string{"argv", "env", "dir", "kill_grace"}
+
 // command reads a command run: either a list (the argv) or a mapping with
 // argv, env, dir and kill_grace.
 func (p *parser) command(e entry, path string) (*CommandRun, bool) {
@@ -176,7 +182,7 @@ func (p *parser) command(e entry, path string) (*CommandRun, bool) {
 		}
 		return nil, false
 	}
-	sec := p.fields(p.entries(m, path), path, path, "argv", "env", "dir", "kill_grace")
+	sec := p.fields(p.entries(m, path), path, path, commandKeys...)
 	good := true
 	if x, ok := sec["argv"]; ok {
 		c.Argv, ok = p.strList(x, path+".argv")
@@ -201,6 +207,9 @@ func (p *parser) command(e entry, path string) (*CommandRun, bool) {
 	return c, good
 }
 
+// httpRunKeys are the keys of a run block's http call.
+var httpRunKeys = []string{"method", "url", "headers", "secrets"}
+
 func (p *parser) httpRun(e entry, path string) (*HTTPRun, bool) {
 	m, ok := p.mapping(e.val, e.line, path)
 	if !ok || m == nil {
@@ -210,7 +219,7 @@ func (p *parser) httpRun(e entry, path string) (*HTTPRun, bool) {
 		return nil, false
 	}
 	h := &HTTPRun{}
-	sec := p.fields(p.entries(m, path), path, path, "method", "url", "headers", "secrets")
+	sec := p.fields(p.entries(m, path), path, path, httpRunKeys...)
 	good := true
 	if x, ok := sec["method"]; ok {
 		h.Method, ok = p.str(x, path+".method")

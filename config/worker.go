@@ -55,6 +55,10 @@ func (p *parser) role(e entry) {
 	}
 }
 
+// workerKeys are the keys of the worker section.
+var workerKeys = []string{"group", "concurrency", "takeover_idle", "heartbeat",
+	"done_retention", "max_deliveries", "shutdown_timeout", "allow_commands", "allow_http_hosts"}
+
 func (p *parser) worker(e entry) {
 	w := &p.f.Worker
 	*w = Worker{Group: DefaultWorkerGroup, Concurrency: DefaultConcurrency, TakeoverIdle: Duration(DefaultTakeoverIdle),
@@ -68,8 +72,7 @@ func (p *parser) worker(e entry) {
 	if m == nil || !ok {
 		return
 	}
-	sec := p.fields(p.entries(m, "worker"), "worker", "worker", "group", "concurrency", "takeover_idle", "heartbeat",
-		"done_retention", "max_deliveries", "shutdown_timeout", "allow_commands", "allow_http_hosts")
+	sec := p.fields(p.entries(m, "worker"), "worker", "worker", workerKeys...)
 	for _, l := range []struct {
 		key string
 		dst *[]string
