@@ -11,10 +11,30 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/cron"
-	"go.yaml.in/yaml/v3"
 )
+
+// Job is one job as configured. After Parse every default is applied.
+type Job struct {
+	Name       string   `yaml:"name"`
+	Schedule   string   `yaml:"schedule"`
+	Timezone   string   `yaml:"timezone"`
+	Prefer     string   `yaml:"prefer"`
+	Grace      Duration `yaml:"grace"`
+	MaxCatchup int      `yaml:"max_catchup"`
+	Stream     string   `yaml:"stream"`
+	MaxLen     int64    `yaml:"max_len"`
+	// Payload is the job's payload as compact JSON.
+	Payload string `yaml:"payload"`
+	// Run is what the daemon's worker runs once per tick; nil: the ticks
+	// are left in the stream for consumers of your own.
+	Run *Run `yaml:"run,omitempty"`
+	// Line is the line of the job in the file (0 when unknown).
+	Line int `yaml:"-"`
+}
 
 // validName is onetick's job-name rule.
 var validName = onetick.ValidJobName
@@ -45,25 +65,6 @@ func (f *File) line(path string, def int) int {
 
 // jobKeys are the fields of a job, in the order of File.jobKeyLines.
 var jobKeys = [...]string{"name", "schedule", "timezone", "prefer", "grace", "max_catchup", "stream", "max_len", "payload", "run"}
-
-// Job is one job as configured. After Parse every default is applied.
-type Job struct {
-	Name       string   `yaml:"name"`
-	Schedule   string   `yaml:"schedule"`
-	Timezone   string   `yaml:"timezone"`
-	Prefer     string   `yaml:"prefer"`
-	Grace      Duration `yaml:"grace"`
-	MaxCatchup int      `yaml:"max_catchup"`
-	Stream     string   `yaml:"stream"`
-	MaxLen     int64    `yaml:"max_len"`
-	// Payload is the job's payload as compact JSON.
-	Payload string `yaml:"payload"`
-	// Run is what the daemon's worker runs once per tick; nil: the ticks
-	// are left in the stream for consumers of your own.
-	Run *Run `yaml:"run,omitempty"`
-	// Line is the line of the job in the file (0 when unknown).
-	Line int `yaml:"-"`
-}
 
 func jobKeyIndex(key string) int {
 	for k, n := range jobKeys {

@@ -12,6 +12,11 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
+// Reading a document: parseWith decodes the YAML (the job list apart when
+// it can, see fastjobs.go), walks it from the top (File's walker, top, in
+// config.go) and returns every problem sorted by line, with the file's
+// secrets removed from the messages.
+
 func parse(name string, data []byte, lookup func(string) (string, bool)) (*File, error) {
 	return parseWith(name, data, lookup, nil)
 }

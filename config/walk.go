@@ -10,6 +10,15 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
+// The machinery every section's walker uses (each walker sits beside its
+// section's type: backend.go, backend_redis.go, topology.go, postgres.go,
+// lease.go, http.go, worker.go, metrics.go, jobs.go, run.go, payload.go):
+// entries lists a mapping's keys with merge keys applied; fields checks
+// them against the section's key list, suggesting a near one for an
+// unknown key; str, dur, integer, boolean, strList and strMap read values.
+// Each reports a problem as FILE:LINE: FIELD and goes on, so that every
+// problem of a file is reported at once.
+
 // maxVisits bounds the work of following aliases and merge keys, so that
 // "billion laughs" documents fail instead of exhausting memory: walking a
 // document costs about one unit per node, and a document of n bytes may
