@@ -56,137 +56,56 @@ type File struct {
 	schedules map[schedKey]*cron.Schedule
 }
 
-// Backend selects the store. With Redis nil the embedded in-process backend
-// is used.
-type Backend struct {
-	Redis *Redis `yaml:"redis"`
-	// File is the durable embedded store (the default when no backend is
-	// configured): one SQLite file on this host.
-	File *FileStore `yaml:"file"`
-	// Memory selects the in-process store: state lost on exit (tests,
-	// demos).
-	Memory bool `yaml:"memory"`
-	// Postgres is a PostgreSQL database.
-	Postgres *Postgres `yaml:"postgres"`
-}
+// jobsFileKeys are the top-level keys of a jobs file.
+var jobsFileKeys = []string{"jobs"}
 
-// Postgres configures the PostgreSQL backend.
-type Postgres struct {
-	// URL is postgres://user:password@host:port/db?sslmode=... (any form
-	// pgx accepts). It may carry credentials: never log it unmasked.
-	URL string `yaml:"url"`
-	// Schema holds onetick's tables; default "onetick". Several fleets can
-	// share a database with one schema each.
-	Schema string `yaml:"schema"`
-	// ClockTolerance: claims for slots further ahead of the database's
-	// clock are refused. Default 100ms.
-	ClockTolerance Duration `yaml:"clock_tolerance"`
-	// EntryRetention deletes stream entries older than this; default 0:
-	// kept (trim per job with max_len).
-	EntryRetention Duration `yaml:"entry_retention"`
-}
+// topKeys are the top-level keys of a configuration file, the sections.
+var topKeys = []string{"backend", "lease", "http", "role", "worker", "metrics", "jobs"}
 
-// FileStore configures the durable embedded store.
-type FileStore struct {
-	// Path of the file; default $STATE_DIRECTORY/onetick.db, else
-	// $XDG_STATE_HOME/onetick/onetick.db, else
-	// ~/.local/state/onetick/onetick.db.
-	Path string `yaml:"path"`
-}
-
-// Redis configures the Redis backend.
-type Redis struct {
-	// URL is redis://[user[:password]@]host[:port][/db][?options] or
-	// rediss://... for TLS. It may carry credentials: never log it
-	// unmasked.
-	URL string `yaml:"url"`
-	// Prefix of every key. Default "onetick".
-	Prefix string `yaml:"prefix"`
-	// Username and Password, when not empty, override the URL's.
-	Username string `yaml:"username"`
-	Password string `yaml:"password"`
-	// ClockTolerance: claims for slots further than this in the future by
-	// Redis TIME are refused. Default 100ms.
-	ClockTolerance Duration `yaml:"clock_tolerance"`
-	TLS            TLS      `yaml:"tls"`
-	// Sentinel and Cluster name the other topologies; exactly one of URL,
-	// Sentinel and Cluster is set.
-	Sentinel *Sentinel `yaml:"sentinel"`
-	Cluster  *Cluster  `yaml:"cluster"`
-	// Durability is async (default) or replicated: acquire, renew and
-	// claim then wait for Replicas replicas within ReplicationTimeout.
-	Durability         string   `yaml:"durability"`
-	Replicas           int      `yaml:"replicas"`
-	ReplicationTimeout Duration `yaml:"replication_timeout"`
-}
-
-// Sentinel is a Sentinel-managed primary with replicas.
-type Sentinel struct {
-	// Primary is the name the sentinels monitor (their "master name").
-	Primary string   `yaml:"primary"`
-	Addrs   []string `yaml:"addrs"`
-	// Username and Password authenticate to the sentinels (the data
-	// nodes use backend.redis.username and password).
-	Username string `yaml:"username"`
-	Password string `yaml:"password"`
-}
-
-// Cluster is a Redis Cluster, reached through seed addresses.
-type Cluster struct {
-	Addrs []string `yaml:"addrs"`
-}
-
-// Topology names the configured topology: standalone, sentinel or cluster.
-func (r *Redis) Topology() string {
-	switch {
-	case r.Sentinel != nil:
-		return "sentinel"
-	case r.Cluster != nil:
-		return "cluster"
+// top walks the root mapping.
+func (p *parser) top(root *yaml.Node) {
+	m, ok := p.mapping(root, rootLine(root), "")
+	if !ok {
+		p.errs[len(p.errs)-1].Msg = "the top level must be a mapping with the keys backend, lease, http, role, worker, metrics and jobs"
+		return
 	}
-	return "standalone"
+	var es []entry
+	if m != nil {
+		es = p.entries(m, "")
+	}
+	if p.base != nil {
+		// A jobs file: its jobs join base's configuration. It says what
+		// the set becomes, so it must say it: a file or body with no list
+		// (empty, cut short, null) would otherwise remove every job.
+		sec := p.fields(es, "", "", jobsFileKeys...)
+		switch je, ok := sec["jobs"]; {
+		case !ok && len(p.errs) == 0:
+			p.errorf(rootLine(root), "jobs", "is missing: a jobs file holds a jobs: list (an empty file is refused; write jobs: [] to remove every job of the set)")
+		case ok && isNull(je.val):
+			p.errorf(je.line, "jobs", "is empty: list the jobs, or write jobs: [] to remove every job of the set")
+		}
+		prefix := DefaultPrefix
+		if r := p.base.Backend.Redis; r != nil {
+			prefix = r.Prefix
+		}
+		p.jobs(sec["jobs"], prefix, p.base.Lease.TTL.D())
+		return
+	}
+	sec := p.fields(es, "", "", topKeys...)
+	prefix := p.backend(sec["backend"])
+	ttl := p.lease(sec["lease"])
+	p.http(sec["http"])
+	p.role(sec["role"])
+	p.worker(sec["worker"])
+	p.jobs(sec["jobs"], prefix, ttl)
+	p.metrics(sec["metrics"])
 }
 
-// TLS configures TLS to Redis.
-type TLS struct {
-	// Enabled turns TLS on; a rediss:// URL implies it.
-	Enabled bool `yaml:"enabled"`
-	// CAFile is a PEM bundle of the CAs to trust instead of the system's.
-	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile are a PEM client certificate and its key.
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
-	// ServerName overrides the name the server certificate is checked
-	// against (default the URL's host).
-	ServerName         string `yaml:"server_name"`
-	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
-}
-
-// Lease is the election timing. After Parse every field holds its effective
-// value.
-type Lease struct {
-	TTL          Duration `yaml:"ttl"`
-	Renew        Duration `yaml:"renew"`
-	SafetyMargin Duration `yaml:"safety_margin"`
-}
-
-// Job is one job as configured. After Parse every default is applied.
-type Job struct {
-	Name       string   `yaml:"name"`
-	Schedule   string   `yaml:"schedule"`
-	Timezone   string   `yaml:"timezone"`
-	Prefer     string   `yaml:"prefer"`
-	Grace      Duration `yaml:"grace"`
-	MaxCatchup int      `yaml:"max_catchup"`
-	Stream     string   `yaml:"stream"`
-	MaxLen     int64    `yaml:"max_len"`
-	// Payload is the job's payload as compact JSON.
-	Payload string `yaml:"payload"`
-	// Run is what the daemon's worker runs once per tick; nil: the ticks
-	// are left in the stream for consumers of your own.
-	Run *Run `yaml:"run,omitempty"`
-	// Line is the line of the job in the file (0 when unknown).
-	Line int `yaml:"-"`
+func rootLine(n *yaml.Node) int {
+	if n == nil {
+		return 0
+	}
+	return n.Line
 }
 
 // Duration is a time.Duration written in Go syntax (15s, 1m30s, 250ms).

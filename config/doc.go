@@ -59,6 +59,19 @@
 //	  write_timeout: 2m        # default 2m or 2×read_timeout, whichever is longer; must exceed read_timeout
 //	  idle_timeout: 1m         # default 1m: a keep-alive connection without a request is closed
 //	  max_connections: 128     # default 128: served at once, more wait
+//	role: both                 # both (default), scheduler or worker: what this replica does
+//	worker:                    # the worker half: runs the jobs that have a run block
+//	  group: onetick           # default onetick: the workers' group in the store; no spaces
+//	  concurrency: 10          # default 10 (at most 10000): runs at once
+//	  takeover_idle: 30s       # default 30s; at least 100ms: the backstop for an entry
+//	                           # without a heartbeat that long, though its worker lives
+//	  heartbeat: 1s            # default 1s, or takeover_idle/3 if shorter; at most takeover_idle/3
+//	  done_retention: 24h      # default 24h; at least takeover_idle: how long done records are kept
+//	  max_deliveries: 10       # default 10 (at most 1000): deliveries without result, then dead letter
+//	  shutdown_timeout: 8s     # default 8s: how long runs in flight may finish at shutdown
+//	  allow_commands: [/usr/local/bin/report, /opt/hooks/] # what jobs defined at run time may run:
+//	  allow_http_hosts: [hooks.internal, "*.example.com"]  # programs (a directory ends in /), hosts
+//	                           # (host, host:port, *.domain); default none: no run blocks at run time
 //	metrics:                   # which jobs get their own series; fleet totals count every job
 //	  per_job: auto            # auto (default): all jobs while at most per_job_limit, else the listed;
 //	                           # all, listed or none
@@ -74,17 +87,28 @@
 //	    stream: billing:jobs         # default <prefix>:stream:<name>
 //	    max_len: 10000               # approximate stream trimming; default 0 (none)
 //	    payload: {task: billing.run} # any YAML value, stored as compact JSON; default {}
-//	    run: {command: {argv: [...]}} # optional: the work a worker runs once per tick (see below)
+//	    run:                         # optional: the work a worker runs once per tick (see below)
+//	      command:                   # a program (or command: [argv...]); or http, one of the two
+//	        argv: [/usr/local/bin/report, --nightly] # required; no shell unless you name one
+//	        env: {REPORT_DIR: /var/reports} # added to the command's environment
+//	        dir: /var/reports        # working directory; default onetick's
+//	        kill_grace: 10s          # default 10s: from SIGTERM to SIGKILL of the process group
+//	      http:                      # a call signed per Standard Webhooks
+//	        method: POST             # default POST
+//	        url: https://crm.internal/hooks/sync # required
+//	        headers: {X-Team: growth}
+//	        secrets: [${CRM_WEBHOOK_SECRET}] # required; whsec_<base64>, several while rotating
+//	      timeout: 30m               # one attempt; default none for a command, 30s for http
+//	      max_attempts: 3            # default 3 (at most 1000); then the tick is a dead letter
+//	      backoff: 1s                # default 1s: the first retry's delay, doubling with jitter ...
+//	      max_backoff: 10m           # ... up to this; default 10m
+//	      overlap: skip              # skip (default), queue or allow: a tick due while a run is in flight
 //
-// The top-level role (both, scheduler or worker), the worker section
-// (group, concurrency, takeover_idle, heartbeat, done_retention,
-// max_deliveries, shutdown_timeout, allow_commands, allow_http_hosts) and
-// a job's run block (command or http, timeout, max_attempts, backoff,
-// max_backoff, overlap) configure the workers; the README's "Run your
-// code once" shows them with their defaults, and packages worker and
-// executor document them. allow_commands and allow_http_hosts (Allow)
-// are what jobs defined at run time may run: empty by default, which
-// refuses every run block at run time.
+// The role, the worker section and a job's run block configure the
+// workers; the README's "Run your code once" shows them at work, and
+// packages worker and executor document what they do. allow_commands and
+// allow_http_hosts (Allow) are what jobs defined at run time may run:
+// empty by default, which refuses every run block at run time.
 //
 // Every section and field is optional unless marked required; an empty file
 // is valid (no jobs, embedded backend). A jobs file (ParseJobs, for `onetick

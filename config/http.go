@@ -144,6 +144,10 @@ func (f *File) LoadHTTPCertificate() (*tls.Certificate, error) {
 	return &c, nil
 }
 
+// httpKeys are the keys of the http section.
+var httpKeys = []string{"listen", "token", "allowed_hosts", "tls",
+	"read_timeout", "write_timeout", "idle_timeout", "max_connections"}
+
 // http walks the http section.
 func (p *parser) http(e entry) {
 	h := &p.f.HTTP
@@ -169,8 +173,7 @@ func (p *parser) http(e entry) {
 	if m == nil || !ok {
 		return
 	}
-	sec := p.fields(p.entries(m, "http"), "http", "http", "listen", "token", "allowed_hosts", "tls",
-		"read_timeout", "write_timeout", "idle_timeout", "max_connections")
+	sec := p.fields(p.entries(m, "http"), "http", "http", httpKeys...)
 	if te, ok := sec["token"]; ok && !isNull(te.val) {
 		if v, ok := p.str(te, "http.token"); ok {
 			h.Token = v
@@ -285,6 +288,9 @@ func checkHostName(v string) string {
 	return ""
 }
 
+// httpTLSKeys are the keys of http.tls.
+var httpTLSKeys = []string{"cert_file", "key_file"}
+
 // httpTLS reads http.tls: cert_file and key_file, both or neither.
 func (p *parser) httpTLS(e entry) {
 	const path = "http.tls"
@@ -292,7 +298,7 @@ func (p *parser) httpTLS(e entry) {
 	if m == nil || !ok {
 		return
 	}
-	sec := p.fields(p.entries(m, path), path, path, "cert_file", "key_file")
+	sec := p.fields(p.entries(m, path), path, path, httpTLSKeys...)
 	t := &p.f.HTTP.TLS
 	for _, f := range []struct {
 		key string

@@ -6,13 +6,35 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/cron"
 )
+
+// Job is one job as configured. After Parse every default is applied.
+type Job struct {
+	Name       string   `yaml:"name"`
+	Schedule   string   `yaml:"schedule"`
+	Timezone   string   `yaml:"timezone"`
+	Prefer     string   `yaml:"prefer"`
+	Grace      Duration `yaml:"grace"`
+	MaxCatchup int      `yaml:"max_catchup"`
+	Stream     string   `yaml:"stream"`
+	MaxLen     int64    `yaml:"max_len"`
+	// Payload is the job's payload as compact JSON.
+	Payload string `yaml:"payload"`
+	// Run is what the daemon's worker runs once per tick; nil: the ticks
+	// are left in the stream for consumers of your own.
+	Run *Run `yaml:"run,omitempty"`
+	// Line is the line of the job in the file (0 when unknown).
+	Line int `yaml:"-"`
+}
 
 // validName is onetick's job-name rule.
 var validName = onetick.ValidJobName
@@ -270,4 +292,153 @@ func (d *Defs) Job(def []byte) (onetick.Job, Job, error) {
 func DefVersion(def []byte) string {
 	sum := sha256.Sum256(def)
 	return hex.EncodeToString(sum[:8])
+}
+
+// jobs walks the job list.
+func (p *parser) jobs(e entry, prefix string, ttl time.Duration) {
+	if !e.ok() || isNull(e.val) {
+		return
+	}
+	seq := deref(e.val)
+	if seq.Kind != yaml.SequenceNode {
+		p.errorf(e.line, "jobs", "must be a list of jobs (lines starting with -), got %s", p.kindText(seq))
+		return
+	}
+	bad := map[string]bool{} // plain field paths that already have an error
+	n := len(seq.Content)
+	if seq == p.fastSeq && p.fast != nil {
+		n = p.fast.count()
+	}
+	// Sized once: a job is over a hundred bytes, and growing a slice of a
+	// million of them copies it several times over.
+	p.f.Jobs = make([]Job, 0, n)
+	p.f.jobKeyLines = make([]uint8, 0, n*len(jobKeys))
+	i := 0
+	each := func(item *yaml.Node) bool {
+		if !p.spend(1, item.Line) {
+			return false
+		}
+		if j, ok := p.job(i, item, bad); ok {
+			p.f.Jobs = append(p.f.Jobs, j)
+		} else {
+			// Keep indexes aligned with the file.
+			p.f.Jobs = append(p.f.Jobs, Job{Line: item.Line})
+			bad[fmt.Sprintf("jobs[%d]", i)] = true
+		}
+		i++
+		return true
+	}
+	if seq == p.fastSeq && p.fast != nil {
+		if !p.fast.items(each) {
+			p.fastFailed = true
+			return
+		}
+	} else {
+		for _, item := range seq.Content {
+			if !each(item) {
+				return
+			}
+		}
+	}
+	for _, e := range p.f.checkJobs(bad, nil) {
+		p.errs = append(p.errs, e)
+	}
+	for i := range p.f.Jobs {
+		j := &p.f.Jobs[i]
+		if j.Timezone == "" {
+			j.Timezone = DefaultTimezone
+		}
+		if j.Prefer == "" {
+			j.Prefer = string(onetick.PreferMissed)
+		}
+		if j.Grace == 0 && j.Prefer == string(onetick.PreferMissed) {
+			j.Grace = Duration(2 * ttl)
+		}
+		if j.MaxCatchup == 0 {
+			j.MaxCatchup = DefaultMaxCatchup
+		}
+		if j.Stream == "" {
+			j.Stream = prefix + ":stream:" + j.Name
+		}
+		if j.Payload == "" {
+			j.Payload = DefaultPayload
+		}
+	}
+	p.errs = append(p.errs, p.f.checkSlots()...)
+}
+
+// job reads one job's fields. Semantic checks are left to checkJobs.
+func (p *parser) job(i int, item *yaml.Node, bad map[string]bool) (Job, bool) {
+	plain := "jobs[" + strconv.Itoa(i) + "]"
+	j := Job{Line: item.Line}
+	if isNull(item) {
+		p.errorf(item.Line, plain, "is empty: a job needs at least a name and a schedule")
+		return j, false
+	}
+	m, ok := p.mapping(item, item.Line, plain)
+	if !ok {
+		return j, false
+	}
+	es := p.entries(m, plain)
+	// The name first: it labels the job's other errors.
+	disp := plain
+	for _, e := range es {
+		if e.name == "name" {
+			if v, ok := p.str(e, plain+".name"); ok {
+				j.Name = v
+				if validName(v) == nil {
+					disp = label(i, v)
+				}
+			} else {
+				bad[plain+".name"] = true
+			}
+		}
+	}
+	sec := p.fieldsRec(es, disp, jobKeys[:], func(name string, line int) { p.f.setJobLine(i, j.Line, name, line) })
+	fail := func(key string, ok bool) {
+		if !ok {
+			bad[plain+"."+key] = true
+		}
+	}
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"schedule", &j.Schedule}, {"timezone", &j.Timezone}, {"prefer", &j.Prefer}, {"stream", &j.Stream}} {
+		if e, ok := sec[f.key]; ok {
+			var ok bool
+			*f.dst, ok = p.str(e, disp+"."+f.key)
+			fail(f.key, ok)
+		}
+	}
+	if e, ok := sec["grace"]; ok {
+		var ok bool
+		j.Grace, ok = p.dur(e, disp+".grace")
+		fail("grace", ok)
+	}
+	if e, ok := sec["max_catchup"]; ok {
+		v, ok := p.integer(e, disp+".max_catchup", 0, math.MaxInt)
+		j.MaxCatchup = int(v)
+		fail("max_catchup", ok)
+	}
+	if e, ok := sec["max_len"]; ok {
+		var ok bool
+		j.MaxLen, ok = p.integer(e, disp+".max_len", 0, math.MaxInt64)
+		fail("max_len", ok)
+	}
+	if e, ok := sec["payload"]; ok {
+		var ok bool
+		j.Payload, ok = p.payload(e, disp+".payload")
+		fail("payload", ok)
+	}
+	if e, ok := sec["run"]; ok && !isNull(e.val) {
+		var ok bool
+		j.Run, ok = p.run(e, disp)
+		fail("run", ok)
+	}
+	return j, true
+}
+
+// label is a job's display path: jobs[i] (name).
+func label(i int, name string) string {
+	return "jobs[" + strconv.Itoa(i) + "] (" + name + ")"
 }

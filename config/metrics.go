@@ -29,6 +29,9 @@ func (f *File) JobMetrics() onetick.JobMetrics {
 		Jobs: append([]string(nil), f.Metrics.Jobs...)}
 }
 
+// metricsKeys are the keys of the metrics section.
+var metricsKeys = []string{"per_job", "per_job_limit", "jobs"}
+
 // metrics walks the metrics section; the jobs must have been read.
 func (p *parser) metrics(e entry) {
 	const path = "metrics"
@@ -48,7 +51,7 @@ func (p *parser) metrics(e entry) {
 	if mp == nil || !ok {
 		return
 	}
-	sec := p.fields(p.entries(mp, path), path, path, "per_job", "per_job_limit", "jobs")
+	sec := p.fields(p.entries(mp, path), path, path, metricsKeys...)
 	if e, ok := sec["per_job"]; ok {
 		if v, ok := p.str(e, path+".per_job"); ok {
 			switch onetick.JobMetricsMode(v) {

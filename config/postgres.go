@@ -10,6 +10,25 @@ import (
 
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,39}$`)
 
+// Postgres configures the PostgreSQL backend.
+type Postgres struct {
+	// URL is postgres://user:password@host:port/db?sslmode=... (any form
+	// pgx accepts). It may carry credentials: never log it unmasked.
+	URL string `yaml:"url"`
+	// Schema holds onetick's tables; default "onetick". Several fleets can
+	// share a database with one schema each.
+	Schema string `yaml:"schema"`
+	// ClockTolerance: claims for slots further ahead of the database's
+	// clock are refused. Default 100ms.
+	ClockTolerance Duration `yaml:"clock_tolerance"`
+	// EntryRetention deletes stream entries older than this; default 0:
+	// kept (trim per job with max_len).
+	EntryRetention Duration `yaml:"entry_retention"`
+}
+
+// postgresKeys are the keys of backend.postgres.
+var postgresKeys = []string{"url", "schema", "clock_tolerance", "entry_retention"}
+
 func (p *parser) postgres(e entry) {
 	const path = "backend.postgres"
 	m, ok := p.mapping(e.val, e.line, path)
@@ -20,7 +39,7 @@ func (p *parser) postgres(e entry) {
 	p.f.Backend.Postgres = pg
 	var sec map[string]entry
 	if m != nil {
-		sec = p.fields(p.entries(m, path), path, path, "url", "schema", "clock_tolerance", "entry_retention")
+		sec = p.fields(p.entries(m, path), path, path, postgresKeys...)
 	}
 	if x, ok := sec["url"]; ok {
 		pg.URL, _ = p.str(x, path+".url")

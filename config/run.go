@@ -1,8 +1,6 @@
 package config
 
 import (
-	"fmt"
-	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -45,137 +43,17 @@ type HTTPRun struct {
 	Secrets []string `yaml:"secrets"`
 }
 
-// Worker configures the worker half of each replica: it runs the jobs that
-// have a run block.
-type Worker struct {
-	Group           string   `yaml:"group"`
-	Concurrency     int      `yaml:"concurrency"`
-	TakeoverIdle    Duration `yaml:"takeover_idle"`
-	Heartbeat       Duration `yaml:"heartbeat"`
-	DoneRetention   Duration `yaml:"done_retention"`
-	MaxDeliveries   int      `yaml:"max_deliveries"`
-	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
-	// Allow is what jobs defined at run time may run (allow_commands,
-	// allow_http_hosts); empty: no run blocks at run time.
-	Allow Allow `yaml:",inline"`
-}
-
-// Roles of a replica.
+// Run block defaults (applied by Parse).
 const (
-	RoleBoth      = "both"
-	RoleScheduler = "scheduler"
-	RoleWorker    = "worker"
+	DefaultMaxAttempts = 3
+	DefaultBackoff     = time.Second
+	DefaultMaxBackoff  = 10 * time.Minute
+	DefaultOverlap     = "skip"
+	DefaultHTTPTimeout = 30 * time.Second
 )
 
-// Worker defaults (applied by Parse).
-const (
-	DefaultWorkerGroup     = "onetick"
-	DefaultConcurrency     = 10
-	DefaultTakeoverIdle    = 30 * time.Second
-	DefaultHeartbeat       = time.Second
-	DefaultDoneRetention   = 24 * time.Hour
-	DefaultMaxDeliveries   = 10
-	DefaultShutdownTimeout = 8 * time.Second
-	DefaultMaxAttempts     = 3
-	DefaultBackoff         = time.Second
-	DefaultMaxBackoff      = 10 * time.Minute
-	DefaultOverlap         = "skip"
-	DefaultHTTPTimeout     = 30 * time.Second
-)
-
-func (p *parser) role(e entry) {
-	p.f.Role = RoleBoth
-	if !e.ok() || isNull(e.val) {
-		return
-	}
-	v, ok := p.str(e, "role")
-	if !ok {
-		return
-	}
-	switch v {
-	case RoleBoth, RoleScheduler, RoleWorker:
-		p.f.Role = v
-	default:
-		p.errorf(e.line, "role", "must be both, scheduler or worker, got %q", short(v))
-	}
-}
-
-func (p *parser) worker(e entry) {
-	w := &p.f.Worker
-	*w = Worker{Group: DefaultWorkerGroup, Concurrency: DefaultConcurrency, TakeoverIdle: Duration(DefaultTakeoverIdle),
-		Heartbeat: Duration(DefaultHeartbeat), DoneRetention: Duration(DefaultDoneRetention),
-		MaxDeliveries: DefaultMaxDeliveries, ShutdownTimeout: Duration(DefaultShutdownTimeout)}
-	heartbeatSet := false
-	if !e.ok() {
-		return
-	}
-	m, ok := p.mapping(e.val, e.line, "worker")
-	if m == nil || !ok {
-		return
-	}
-	sec := p.fields(p.entries(m, "worker"), "worker", "worker", "group", "concurrency", "takeover_idle", "heartbeat",
-		"done_retention", "max_deliveries", "shutdown_timeout", "allow_commands", "allow_http_hosts")
-	for _, l := range []struct {
-		key string
-		dst *[]string
-	}{{"allow_commands", &w.Allow.Commands}, {"allow_http_hosts", &w.Allow.HTTPHosts}} {
-		if x, ok := sec[l.key]; ok {
-			*l.dst, _ = p.strList(x, "worker."+l.key)
-		}
-	}
-	for _, pr := range checkAllowEntries(w.Allow) {
-		p.errorf(p.f.line(pr[0], e.line), pr[0], "%s", pr[1])
-	}
-	if x, ok := sec["group"]; ok {
-		if v, ok := p.str(x, "worker.group"); ok && v != "" {
-			if strings.ContainsAny(v, " \t\n") {
-				p.errorf(x.line, "worker.group", "must not contain spaces")
-			}
-			w.Group = v
-		}
-	}
-	ints := []struct {
-		key string
-		dst *int
-		hi  int64
-	}{{"concurrency", &w.Concurrency, 10000}, {"max_deliveries", &w.MaxDeliveries, 1000}}
-	for _, f := range ints {
-		if x, ok := sec[f.key]; ok {
-			if v, ok := p.integer(x, "worker."+f.key, 1, f.hi); ok && v != 0 {
-				*f.dst = int(v)
-			}
-		}
-	}
-	durs := []struct {
-		key string
-		dst *Duration
-	}{{"takeover_idle", &w.TakeoverIdle}, {"heartbeat", &w.Heartbeat}, {"done_retention", &w.DoneRetention},
-		{"shutdown_timeout", &w.ShutdownTimeout}}
-	for _, f := range durs {
-		if x, ok := sec[f.key]; ok {
-			if v, ok := p.dur(x, "worker."+f.key); ok {
-				if v < 0 {
-					p.errorf(x.line, "worker."+f.key, "must not be negative, got %s", v)
-				} else if v != 0 {
-					*f.dst = v
-					heartbeatSet = heartbeatSet || f.key == "heartbeat"
-				}
-			}
-		}
-	}
-	line := e.line
-	if !heartbeatSet {
-		w.Heartbeat = min(Duration(DefaultHeartbeat), w.TakeoverIdle/3)
-	}
-	switch {
-	case w.TakeoverIdle.D() < 100*time.Millisecond:
-		p.errorf(p.f.line("worker.takeover_idle", line), "worker.takeover_idle", "must be at least 100ms, got %s", w.TakeoverIdle)
-	case w.Heartbeat > w.TakeoverIdle/3:
-		p.errorf(p.f.line("worker.heartbeat", line), "worker.heartbeat", "%s must be at most a third of takeover_idle (%s): a live consumer must heartbeat several times before its ticks may be taken over", w.Heartbeat, w.TakeoverIdle)
-	case w.DoneRetention < w.TakeoverIdle:
-		p.errorf(p.f.line("worker.done_retention", line), "worker.done_retention", "%s must be at least takeover_idle (%s): a done record must outlive every redelivery", w.DoneRetention, w.TakeoverIdle)
-	}
-}
+// runKeys are the keys of a job's run block.
+var runKeys = []string{"command", "http", "timeout", "max_attempts", "backoff", "max_backoff", "overlap"}
 
 // run reads a job's run block.
 func (p *parser) run(e entry, disp string) (*Run, bool) {
@@ -191,7 +69,7 @@ func (p *parser) run(e entry, disp string) (*Run, bool) {
 	r := &Run{Line: e.line}
 	p.itemLines = map[string]int{}
 	defer func() { p.itemLines = nil }()
-	sec := p.fields(p.entries(m, path), path, path, "command", "http", "timeout", "max_attempts", "backoff", "max_backoff", "overlap")
+	sec := p.fields(p.entries(m, path), path, path, runKeys...)
 	good := true
 	if x, ok := sec["timeout"]; ok {
 		r.Timeout, ok = p.dur(x, path+".timeout")
@@ -280,6 +158,9 @@ func (p *parser) run(e entry, disp string) (*Run, bool) {
 	return r, good
 }
 
+// commandKeys are the keys of a run block's command written as a mapping.
+var commandKeys = []string{"argv", "env", "dir", "kill_grace"}
+
 // command reads a command run: either a list (the argv) or a mapping with
 // argv, env, dir and kill_grace.
 func (p *parser) command(e entry, path string) (*CommandRun, bool) {
@@ -301,7 +182,7 @@ func (p *parser) command(e entry, path string) (*CommandRun, bool) {
 		}
 		return nil, false
 	}
-	sec := p.fields(p.entries(m, path), path, path, "argv", "env", "dir", "kill_grace")
+	sec := p.fields(p.entries(m, path), path, path, commandKeys...)
 	good := true
 	if x, ok := sec["argv"]; ok {
 		c.Argv, ok = p.strList(x, path+".argv")
@@ -326,6 +207,9 @@ func (p *parser) command(e entry, path string) (*CommandRun, bool) {
 	return c, good
 }
 
+// httpRunKeys are the keys of a run block's http call.
+var httpRunKeys = []string{"method", "url", "headers", "secrets"}
+
 func (p *parser) httpRun(e entry, path string) (*HTTPRun, bool) {
 	m, ok := p.mapping(e.val, e.line, path)
 	if !ok || m == nil {
@@ -335,7 +219,7 @@ func (p *parser) httpRun(e entry, path string) (*HTTPRun, bool) {
 		return nil, false
 	}
 	h := &HTTPRun{}
-	sec := p.fields(p.entries(m, path), path, path, "method", "url", "headers", "secrets")
+	sec := p.fields(p.entries(m, path), path, path, httpRunKeys...)
 	good := true
 	if x, ok := sec["method"]; ok {
 		h.Method, ok = p.str(x, path+".method")
@@ -366,45 +250,4 @@ func (p *parser) httpRun(e entry, path string) (*HTTPRun, bool) {
 		good = false
 	}
 	return h, good
-}
-
-// strList reads a list of strings.
-func (p *parser) strList(e entry, path string) ([]string, bool) {
-	d := deref(e.val)
-	if d == nil || isNull(e.val) {
-		return nil, true
-	}
-	if d.Kind != yaml.SequenceNode {
-		p.errorf(e.line, path, "must be a list of strings, got %s", p.kindText(d))
-		return nil, false
-	}
-	if !p.spend(len(d.Content), e.line) {
-		return nil, false
-	}
-	out := make([]string, 0, len(d.Content))
-	for i, it := range d.Content {
-		v, ok := p.str(entry{line: it.Line, val: it}, fmt.Sprintf("%s[%d]", path, i))
-		if !ok {
-			return nil, false
-		}
-		out = append(out, v)
-	}
-	return out, true
-}
-
-// strMap reads a mapping of strings to strings.
-func (p *parser) strMap(e entry, path string) (map[string]string, bool) {
-	m, ok := p.mapping(e.val, e.line, path)
-	if !ok || m == nil {
-		return nil, ok
-	}
-	out := map[string]string{}
-	for _, x := range p.entries(m, path) {
-		v, ok := p.str(x, path+"."+x.name)
-		if !ok {
-			return nil, false
-		}
-		out[x.name] = v
-	}
-	return out, true
 }
