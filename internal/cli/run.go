@@ -94,7 +94,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	f, jobs, statePath := c.f, c.jobs, c.statePath
+	f, jobs := c.f, c.jobs
 	for _, w := range f.Warnings() {
 		log.Warn(w.Msg, "file", w.File, "line", w.Line, "field", w.Field)
 	}
@@ -120,7 +120,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 		defer hl.close(time.Second)
 	}
 
-	h, err := openStore(ctx, f, stores.Options{Path: statePath, Memory: c.mem, Schema: stores.MigrateSchema, Logger: log, Stdout: env.Stdout})
+	h, err := openStore(ctx, f, stores.Options{Path: c.statePath, Memory: c.mem, Schema: stores.MigrateSchema, Logger: log, Stdout: env.Stdout})
 	if err != nil {
 		return err
 	}
