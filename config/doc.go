@@ -195,7 +195,8 @@
 //
 // OneTickJobs, LeaseConfig and JobMetrics give the onetick.Job,
 // onetick.LeaseConfig and onetick.JobMetrics values for onetick.Config; for Redis, RedisOptions gives the go-redis
-// client options (RedisURL plus TLSConfig) and BackendOptions the backend's
-// prefix and clock tolerance. Relative TLS file names are resolved against
-// the configuration file's directory.
+// client options (RedisURL plus TLSConfig), and the Redis and Postgres
+// sections hold the backend's prefix, schema and clock tolerance as plain
+// data: this package builds no client and opens no store. Relative TLS
+// file names are resolved against the configuration file's directory.
 package config

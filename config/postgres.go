@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/onetick/onetick/internal/redact"
-	"github.com/onetick/onetick/postgres"
 )
 
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,39}$`)
@@ -100,15 +99,6 @@ func (f *File) MaskedPostgresURL() string {
 		return ""
 	}
 	return redact.URL(f.Backend.Postgres.URL)
-}
-
-// PostgresOptions are the options of the PostgreSQL backend.
-func (f *File) PostgresOptions() postgres.Options {
-	pg := f.Backend.Postgres
-	if pg == nil {
-		return postgres.Options{}
-	}
-	return postgres.Options{Schema: pg.Schema, ClockTolerance: pg.ClockTolerance.D(), EntryRetention: pg.EntryRetention.D()}
 }
 
 // Shared says whether the configuration names a store shared by replicas

@@ -14,7 +14,6 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/onetick/onetick/internal/redact"
-	otredis "github.com/onetick/onetick/redis"
 )
 
 // MaskedRedisURL returns the Redis URL with its password hidden, for logs.
@@ -175,15 +174,4 @@ func (f *File) RedisOptions() (*goredis.Options, error) {
 	}
 	o.TLSConfig = tc
 	return o, nil
-}
-
-// BackendOptions returns the options for the onetick Redis backend
-// (redis.Open or redis.New).
-func (f *File) BackendOptions() otredis.Options {
-	r := f.Backend.Redis
-	if r == nil {
-		return otredis.Options{}
-	}
-	return otredis.Options{Prefix: r.Prefix, ClockTolerance: r.ClockTolerance.D(), Durability: r.Durability,
-		Replicas: r.Replicas, ReplicationTimeout: r.ReplicationTimeout.D()}
 }

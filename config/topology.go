@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/onetick/onetick/internal/redact"
 	otredis "github.com/onetick/onetick/redis"
 )
@@ -126,41 +124,4 @@ func (f *File) checkSlots() Errors {
 				j.Stream, otredis.Slot(j.Stream), r.Prefix, want, r.Prefix, strings.Trim(j.Stream, "{}"))})
 	}
 	return errs
-}
-
-// RedisClient returns a go-redis client for the configured topology:
-// standalone (the URL), Sentinel (a failover client that follows the
-// primary) or Cluster.
-func (f *File) RedisClient(name string) (goredis.UniversalClient, error) {
-	r := f.Backend.Redis
-	if r == nil {
-		return nil, nil
-	}
-	tc, err := f.TLSConfig()
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case r.Sentinel != nil:
-		return goredis.NewFailoverClient(&goredis.FailoverOptions{
-			MasterName: r.Sentinel.Primary, SentinelAddrs: r.Sentinel.Addrs,
-			SentinelUsername: r.Sentinel.Username, SentinelPassword: r.Sentinel.Password,
-			Username: r.Username, Password: r.Password, TLSConfig: tc, ClientName: name,
-		}), nil
-	case r.Cluster != nil:
-		return goredis.NewClusterClient(&goredis.ClusterOptions{
-			Addrs: r.Cluster.Addrs, Username: r.Username, Password: r.Password, TLSConfig: tc, ClientName: name,
-			// go-redis reloads the slot map only this often (default 60s),
-			// and a refused connection to a dead primary does not make it
-			// reload sooner: with the default a failover left the client
-			// writing to the dead node for a minute.
-			ClusterStateReloadInterval: time.Second,
-		}), nil
-	}
-	o, err := f.RedisOptions()
-	if err != nil {
-		return nil, err
-	}
-	o.ClientName = name
-	return goredis.NewClient(o), nil
 }

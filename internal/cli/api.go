@@ -18,6 +18,7 @@ import (
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
+	"github.com/onetick/onetick/internal/stores"
 	"github.com/onetick/onetick/internal/web"
 	"github.com/onetick/onetick/worker"
 )
@@ -47,7 +48,8 @@ type api struct {
 	http  config.HTTP
 	log   *slog.Logger
 	sched *onetick.Scheduler
-	file  *config.File // the configuration: the base of job sets, the worker status
+	file  *config.File   // the configuration: the base of job sets, the worker status
+	store *stores.Handle // the store: its worker store (nil: no worker status)
 }
 
 type apiError struct {
@@ -446,8 +448,8 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var runs *worker.Status
-	if a.file != nil {
-		runs = readRuns(ctx, a.file, a.ops.Backend)
+	if a.file != nil && a.store != nil {
+		runs = readRuns(ctx, a.file, a.store)
 	}
 	writeJSON(w, http.StatusOK, replicaStatus{Status: st, Runs: runs, Replica: a.sched.Elector().Holder(),
 		IsLeader: a.sched.Elector().IsLeader(), Problems: a.sched.Problems()})
@@ -463,10 +465,10 @@ func (a *api) annotate(ctx context.Context, rows []web.Job) error {
 		}
 		names = append(names, rows[i].Name)
 	}
-	if a.file == nil || len(runJobs(a.file)) == 0 {
+	if a.file == nil || a.store == nil || len(runJobs(a.file)) == 0 {
 		return nil
 	}
-	store, err := workStoreOf(a.ops.Backend, a.file.Worker.Group)
+	store, err := a.store.WorkStore(a.file.Worker.Group)
 	if err != nil {
 		return nil
 	}

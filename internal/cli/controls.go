@@ -63,14 +63,15 @@ func (c *controlCmd) open(ctx context.Context, args []string, env Env, wantJob b
 		}
 		job, pos = pos[0], nil
 	}
-	_, jobs, b, err := c.sf.open(ctx, c.name, pos, env)
+	_, jobs, h, err := c.sf.open(ctx, c.name, pos, env)
 	if err != nil {
 		return nil, "", nil, err
 	}
 	if *c.who == "" {
 		*c.who = defaultWho(env)
 	}
-	return &onetick.Ops{Backend: b, Jobs: jobs, Source: newStoreSource(b, jobs, env.logger())}, job, func() { _ = b.Close() }, nil
+	b := h.Backend()
+	return &onetick.Ops{Backend: b, Jobs: jobs, Source: newStoreSource(b, jobs, env.logger())}, job, func() { _ = h.Close() }, nil
 }
 
 // opErr maps an operation's error to the CLI's: bad input and unknown

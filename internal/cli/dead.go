@@ -33,12 +33,12 @@ func cmdDead(ctx context.Context, args []string, env Env) error {
 	if *n < 1 || *n > 10000 {
 		return badInput("-n: must be between 1 and 10000, got %d", *n)
 	}
-	f, _, b, err := c.sf.open(ctx, "dead "+sub, pos, env)
+	f, _, h, err := c.sf.open(ctx, "dead "+sub, pos, env)
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	store, err := workStoreOf(b, f.Worker.Group)
+	defer h.Close()
+	store, err := h.WorkStore(f.Worker.Group)
 	if err != nil {
 		return err
 	}

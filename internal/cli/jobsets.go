@@ -192,12 +192,12 @@ func cmdJobSets(ctx context.Context, sub string, args []string, env Env) error {
 	} else if *file == "" {
 		return badInput("jobs apply: -f FILE is required")
 	}
-	f, jobs, b, err := c.sf.open(ctx, "jobs "+sub, pos, env)
+	f, jobs, h, err := c.sf.open(ctx, "jobs "+sub, pos, env)
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	js, ok := b.(onetick.JobStore)
+	defer h.Close()
+	js, ok := h.Backend().(onetick.JobStore)
 	if !ok {
 		return fmt.Errorf("the backend of %s keeps no jobs defined at run time", f.Path)
 	}

@@ -2,11 +2,8 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"time"
 
-	otpostgres "github.com/onetick/onetick/postgres"
+	"github.com/onetick/onetick/internal/stores"
 )
 
 // cmdMigrate brings the configured store's schema to this onetick's
@@ -26,46 +23,10 @@ func cmdMigrate(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	f := c.f
-	switch {
-	case f.Backend.Postgres != nil:
-		mctx, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-		b, err := openPostgres(mctx, f, false)
-		if err == nil {
-			_ = b.Close()
-			fprintf(env.Stdout, "schema %s at %s is at version %d: nothing to do\n", f.Backend.Postgres.Schema, f.MaskedPostgresURL(), otpostgres.LatestVersion())
-			return nil
-		}
-		b, err = openPostgres(mctx, f, true)
-		if err != nil {
-			return err
-		}
-		defer b.Close()
-		v, err := b.SchemaVersion(mctx)
-		if err != nil {
-			return err
-		}
-		fprintf(env.Stdout, "schema %s at %s migrated to version %d\n", b.Schema(), f.MaskedPostgresURL(), v)
-		return nil
-	case f.Backend.Redis != nil:
-		fprintf(env.Stdout, "%s: Redis keeps no schema: nothing to migrate\n", f.MaskedStore())
-		return nil
-	}
-	p := c.statePath
-	if c.mem {
-		fmt.Fprintln(env.Stdout, "the memory store keeps nothing: nothing to migrate")
-		return nil
-	}
-	if _, err := os.Stat(p); err != nil {
-		fprintf(env.Stdout, "no onetick state at %s yet: `onetick run` creates it at the current version\n", p)
-		return nil
-	}
-	b, err := openBackend(ctx, f, p, env.logger()) // the file store migrates when opened
+	msg, err := stores.Migrate(ctx, c.f, stores.Options{Path: c.statePath, Memory: c.mem, Logger: env.logger()})
 	if err != nil {
-		return err
+		return storeErr(err)
 	}
-	_ = b.Close()
-	fprintf(env.Stdout, "%s is at the current version (the file store migrates itself when opened)\n", p)
+	fprintf(env.Stdout, "%s\n", msg)
 	return nil
 }

@@ -25,14 +25,15 @@ func cmdRepair(ctx context.Context, args []string, env Env) error {
 	if *wait < 0 {
 		return badInput("--wait: must not be negative, got %s", *wait)
 	}
-	f, jobs, b, err := sf.open(ctx, "repair", pos, env)
+	f, jobs, h, err := sf.open(ctx, "repair", pos, env)
 	if err != nil {
 		return err
 	}
 	if *wait == 0 {
 		*wait = f.Lease.TTL.D()
 	}
-	defer b.Close()
+	defer h.Close()
+	b := h.Backend()
 	streams := make(map[string]string, len(jobs))
 	for _, j := range jobs {
 		streams[j.Name] = j.Stream

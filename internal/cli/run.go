@@ -2,10 +2,7 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
@@ -21,10 +18,7 @@ import (
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
 	"github.com/onetick/onetick/internal/redact"
-	"github.com/onetick/onetick/memory"
-	otpostgres "github.com/onetick/onetick/postgres"
-	otredis "github.com/onetick/onetick/redis"
-	"github.com/onetick/onetick/sqlite"
+	"github.com/onetick/onetick/internal/stores"
 	"github.com/onetick/onetick/worker"
 )
 
@@ -60,140 +54,6 @@ func applyRedisOverride(f *config.File, flagURL string, env Env) error {
 	return nil
 }
 
-// embedded says which embedded store a configuration without Redis uses:
-// the in-process one (--memory, backend.memory) or the durable file at
-// --data, backend.file.path or the default path.
-func embedded(f *config.File, data string, inMemory bool, env Env) (path string, mem bool, err error) {
-	if inMemory || f.Backend.Memory {
-		if data != "" {
-			return "", false, badInput("--data and the in-process store (--memory, backend.memory) exclude each other")
-		}
-		return "", true, nil
-	}
-	switch {
-	case data != "":
-		return data, false, nil
-	case f.Backend.File != nil && f.Backend.File.Path != "":
-		return f.Backend.File.Path, false, nil
-	}
-	p, err := sqlite.DefaultPath(env.Getenv)
-	if err != nil {
-		return "", false, badInput("%v", err)
-	}
-	return p, false, nil
-}
-
-// openBackend opens the configured backend and checks that it answers.
-// Without a Redis section it is the embedded one: the durable file store
-// at path (its notices, such as a file others can read, go to log), or the
-// in-process store when path is "".
-func openBackend(ctx context.Context, f *config.File, path string, log *slog.Logger) (onetick.Backend, error) {
-	if f.Backend.Postgres != nil {
-		b, err := openPostgres(ctx, f, false)
-		if err != nil {
-			return nil, err
-		}
-		return b, nil
-	}
-	if f.Backend.Redis == nil {
-		if path != "" {
-			b, err := sqlite.Open(path, sqlite.Options{Logger: log})
-			if err != nil {
-				return nil, err
-			}
-			return b, nil
-		}
-		return memory.New(memory.Options{}), nil
-	}
-	client, err := f.RedisClient("onetick")
-	if err != nil {
-		return nil, usageError{err}
-	}
-	b := otredis.New(client, f.BackendOptions())
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := b.Ping(pctx); err != nil {
-		_ = client.Close()
-		return nil, fmt.Errorf("cannot reach Redis at %s: %v", f.MaskedRedisURL(), err)
-	}
-	return ownedRedis{b, client}, nil
-}
-
-// openPostgres opens the PostgreSQL backend. With migrate (`run` and
-// `migrate`) it brings the schema to the latest version (safe when
-// replicas start together: Migrate holds an advisory lock); without (the
-// operator's commands) it refuses a schema that is not at that version,
-// so a newer CLI never migrates under a running fleet.
-func openPostgres(ctx context.Context, f *config.File, migrate bool) (*otpostgres.Backend, error) {
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	b, err := otpostgres.Open(pctx, f.Backend.Postgres.URL, f.PostgresOptions())
-	if err != nil {
-		return nil, usageError{err}
-	}
-	if err := b.Ping(pctx); err != nil {
-		_ = b.Close()
-		return nil, fmt.Errorf("cannot reach PostgreSQL at %s: %v", f.MaskedPostgresURL(), err)
-	}
-	if migrate {
-		if err := b.Migrate(pctx); err != nil {
-			_ = b.Close()
-			return nil, fmt.Errorf("migrating schema %s at %s: %v", b.Schema(), f.MaskedPostgresURL(), err)
-		}
-		return b, nil
-	}
-	v, err := b.SchemaVersion(pctx)
-	if err != nil {
-		_ = b.Close()
-		return nil, fmt.Errorf("reading the schema version of %s at %s: %v", b.Schema(), f.MaskedPostgresURL(), err)
-	}
-	if want := otpostgres.LatestVersion(); v != want {
-		_ = b.Close()
-		return nil, fmt.Errorf("schema %s at %s is at version %d, this onetick uses version %d: run `onetick migrate --config %s` (or start `onetick run`, which migrates)", b.Schema(), f.MaskedPostgresURL(), v, want, f.Path)
-	}
-	return b, nil
-}
-
-// openPostgresMigrated is openPostgres with the schema migrated, as an
-// onetick.Backend.
-func openPostgresMigrated(ctx context.Context, f *config.File) (onetick.Backend, error) {
-	b, err := openPostgres(ctx, f, true)
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
-}
-
-// prunePeriodically deletes expired PostgreSQL rows every minute (what
-// Redis expires by itself). Every replica does it; two deleting the same
-// rows is harmless.
-func prunePeriodically(ctx context.Context, b *otpostgres.Backend, log *slog.Logger) {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		p, err := b.Prune(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			log.Warn("pruning expired rows failed", "err", err)
-		case err == nil:
-			log.Debug("pruned expired rows", "pruned", fmt.Sprintf("%+v", p))
-		}
-	}
-}
-
-// ownedRedis closes the client it was opened with.
-type ownedRedis struct {
-	*otredis.Backend
-	client goredis.UniversalClient
-}
-
-func (o ownedRedis) Close() error { return o.client.Close() }
-
 func signals(env Env) (<-chan os.Signal, func()) {
 	if env.Signals != nil {
 		return env.Signals, func() {}
@@ -201,36 +61,6 @@ func signals(env Env) (<-chan os.Signal, func()) {
 	ch := make(chan os.Signal, 2)
 	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
 	return ch, func() { signal.Stop(ch) }
-}
-
-// stdoutSink writes each tick as one JSON line: the embedded default's
-// destination.
-type stdoutSink struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-type tickLine struct {
-	Job      string          `json:"job"`
-	Slot     onetick.Slot    `json:"slot"`
-	SlotTime string          `json:"slot_time"`
-	Tick     string          `json:"tick"`
-	Epoch    onetick.Epoch   `json:"epoch"`
-	Replica  string          `json:"replica"`
-	Payload  json.RawMessage `json:"payload"`
-}
-
-func (s *stdoutSink) Deliver(_ context.Context, ticks []onetick.TickRecord) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	enc := json.NewEncoder(s.w)
-	for _, t := range ticks {
-		if err := enc.Encode(tickLine{Job: t.Job, Slot: t.Slot, SlotTime: t.Slot.String(), Tick: t.Tick,
-			Epoch: t.Epoch, Replica: t.Replica, Payload: json.RawMessage(t.Payload)}); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func cmdRun(ctx context.Context, args []string, env Env) error {
@@ -264,7 +94,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	f, jobs, statePath := c.f, c.jobs, c.statePath
+	f, jobs := c.f, c.jobs
 	for _, w := range f.Warnings() {
 		log.Warn(w.Msg, "file", w.File, "line", w.Line, "field", w.Field)
 	}
@@ -290,30 +120,13 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 		defer hl.close(time.Second)
 	}
 
-	var sink onetick.Sink
-	var b onetick.Backend
-	if f.Backend.Postgres != nil {
-		b, err = openPostgresMigrated(ctx, f)
-	} else {
-		b, err = openBackend(ctx, f, statePath, log)
-	}
+	h, err := openStore(ctx, f, stores.Options{Path: c.statePath, Memory: c.mem, Schema: stores.MigrateSchema, Logger: log, Stdout: env.Stdout})
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	switch {
-	case f.Backend.Postgres != nil:
-		log.Info("using PostgreSQL", "store", describeStore(ctx, f, b))
-	case f.Backend.Redis == nil && statePath != "":
-		log.Info("using the durable file store: one host, state survives a restart; ticks go to standard output as JSON lines",
-			"file", b.(*sqlite.Backend).Path())
-		sink = &stdoutSink{w: env.Stdout}
-	case f.Backend.Redis == nil:
-		log.Warn("using the in-process store (--memory): state is lost on exit; ticks go to standard output as JSON lines")
-		sink = &stdoutSink{w: env.Stdout}
-	default:
-		log.Info("using Redis", "store", describeStore(ctx, f, b), "prefix", f.Backend.Redis.Prefix)
-	}
+	defer h.Close()
+	b := h.Backend()
+	h.Announce(ctx, log)
 
 	clock, err := testClock(env.Getenv)
 	if err != nil {
@@ -325,7 +138,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	reg := MetricsRegistry()
 	source := newStoreSource(b, jobs, log)
 	sched, err := onetick.New(onetick.Config{Source: source,
-		Backend: b, Replica: *replica, Jobs: jobs, Lease: f.LeaseConfig(), JobMetrics: f.JobMetrics(), Sink: sink,
+		Backend: b, Replica: *replica, Jobs: jobs, Lease: f.LeaseConfig(), JobMetrics: f.JobMetrics(), Sink: h.Sink(),
 		Logger: base, Registerer: reg, Clock: clock,
 		OnNewLeader: func(l onetick.Lease) {
 			log.Info("leader observed", "leader", l.Holder, "leader_epoch", int64(l.Epoch))
@@ -338,7 +151,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	var w *worker.Worker
 	var rt *runtimeRuns
 	if f.Role != config.RoleScheduler {
-		if w, rt, err = buildWorker(f, b, *replica, base.With("replica", *replica), reg); err != nil {
+		if w, rt, err = buildWorker(f, h, *replica, base.With("replica", *replica), reg); err != nil {
 			return err
 		}
 	}
@@ -346,8 +159,8 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	defer cancel()
 	done := make(chan struct{})
 	if hl != nil {
-		mux := handler(reg, sched, b, func(ctx context.Context) string { return describeStore(ctx, f, b) }, done)
-		(&api{ops: &onetick.Ops{Backend: b, Jobs: jobs, Source: source}, http: f.HTTP, log: log, sched: sched, file: f}).register(mux)
+		mux := handler(reg, sched, b, h.Describe, done)
+		(&api{ops: &onetick.Ops{Backend: b, Jobs: jobs, Source: source}, http: f.HTTP, log: log, sched: sched, file: f, store: h}).register(mux)
 		hl.serve(mux)
 		switch {
 		case f.HTTP.Token == "":
@@ -372,13 +185,11 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 				_ = sched.Run(runCtx)
 			}()
 		}
-		if pg, ok := b.(*otpostgres.Backend); ok {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				prunePeriodically(runCtx, pg, log)
-			}()
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.Upkeep(runCtx)
+		}()
 		if rt != nil {
 			wg.Add(1)
 			go func() {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
+	"github.com/onetick/onetick/internal/stores"
 	"github.com/onetick/onetick/worker"
 )
 
@@ -25,11 +26,12 @@ func cmdStatus(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	f, jobs, b, err := sf.open(ctx, "status", pos, env)
+	f, jobs, h, err := sf.open(ctx, "status", pos, env)
 	if err != nil {
 		return err
 	}
-	defer b.Close()
+	defer h.Close()
+	b := h.Backend()
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	ops := &onetick.Ops{Backend: b, Jobs: jobs, Source: newStoreSource(b, jobs, env.logger())}
@@ -40,14 +42,14 @@ func cmdStatus(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return fmt.Errorf("reading status from %s: %v", f.MaskedStore(), err)
 	}
-	runs := readRuns(sctx, f, b)
+	runs := readRuns(sctx, f, h)
 	if !*asJSON {
-		fprintf(env.Stdout, "store: %s\n", describeStore(sctx, f, b))
+		fprintf(env.Stdout, "store: %s\n", h.Describe(sctx))
 	}
 	if *asJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(statusWithRuns{Status: st, Runs: runs, Store: describeStore(sctx, f, b)}); err != nil {
+		if err := enc.Encode(statusWithRuns{Status: st, Runs: runs, Store: h.Describe(sctx)}); err != nil {
 			return err
 		}
 	} else {
@@ -155,12 +157,12 @@ type statusWithRuns struct {
 
 // readRuns reads the worker status of the jobs with a run block (nil when
 // none has one, or the store cannot tell).
-func readRuns(ctx context.Context, f *config.File, b onetick.Backend) *worker.Status {
+func readRuns(ctx context.Context, f *config.File, h *stores.Handle) *worker.Status {
 	jobs := runJobs(f)
 	if len(jobs) == 0 {
 		return nil
 	}
-	store, err := workStoreOf(b, f.Worker.Group)
+	store, err := h.WorkStore(f.Worker.Group)
 	if err != nil {
 		return nil
 	}

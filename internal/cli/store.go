@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
+	"github.com/onetick/onetick/internal/stores"
 )
 
 // storeFlags are the flags of the commands that work on the shared store
@@ -26,8 +28,9 @@ func addStoreFlags(fs *flag.FlagSet) storeFlags {
 
 // open checks the configuration as run does (check: with --redis,
 // ONETICK_REDIS_URL and --data applied), refuses the in-process store (it
-// lives inside its one replica) and opens the store. The caller closes the backend.
-func (sf storeFlags) open(ctx context.Context, name string, pos []string, env Env) (*config.File, []onetick.Job, onetick.Backend, error) {
+// lives inside its one replica) and opens the store, refusing a
+// PostgreSQL schema at another version. The caller closes the handle.
+func (sf storeFlags) open(ctx context.Context, name string, pos []string, env Env) (*config.File, []onetick.Job, *stores.Handle, error) {
 	if len(pos) > 0 {
 		return nil, nil, nil, badInput("%s: unexpected argument %q", name, pos[0])
 	}
@@ -44,9 +47,26 @@ func (sf storeFlags) open(ctx context.Context, name string, pos []string, env En
 			return nil, nil, nil, fmt.Errorf("%s: no onetick state at %s (%v): start `onetick run` first, or give --data", name, path, err)
 		}
 	}
-	b, err := openBackend(ctx, f, path, env.logger())
+	h, err := openStore(ctx, f, stores.Options{Path: path, Logger: env.logger()})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return f, jobs, b, nil
+	return f, jobs, h, nil
+}
+
+// openStore opens the store through the factory.
+func openStore(ctx context.Context, f *config.File, o stores.Options) (*stores.Handle, error) {
+	h, err := stores.Open(ctx, f, o)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	return h, nil
+}
+
+// storeErr makes a configuration that cannot open a store bad input.
+func storeErr(err error) error {
+	if inv := (*stores.InvalidError)(nil); errors.As(err, &inv) {
+		return usageError{err}
+	}
+	return err
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
-	"github.com/onetick/onetick/sqlite"
+	"github.com/onetick/onetick/internal/stores"
 )
 
 // loadConfig loads --config; every problem is bad input.
@@ -74,8 +74,8 @@ func check(path string, o overrides, env Env) (*checked, error) {
 	}
 	c := &checked{f: f}
 	if !f.Shared() {
-		if c.statePath, c.mem, err = embedded(f, o.data, o.inMemory, env); err != nil {
-			return nil, err
+		if c.statePath, c.mem, err = stores.Embedded(f, o.data, o.inMemory, env.Getenv); err != nil {
+			return nil, storeErr(err)
 		}
 		if c.mem && f.Role != config.RoleBoth {
 			return nil, badInput("--role %s: the in-process store lives inside its one replica, which must both schedule and work", f.Role)
@@ -123,8 +123,8 @@ func cmdValidate(args []string, env Env) error {
 	default:
 		// The file store's file and directory, if they exist: a stat,
 		// not an open.
-		if p, _, err := embedded(f, "", false, env); err == nil {
-			for _, x := range sqlite.Exposed(p) {
+		if p, _, err := stores.Embedded(f, "", false, env.Getenv); err == nil {
+			for _, x := range stores.Exposed(p) {
 				fmt.Fprintf(env.Stderr, "%s: warning: %s\n", f.Path, x)
 			}
 		}

@@ -11,33 +11,9 @@ import (
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
 	"github.com/onetick/onetick/executor"
-	"github.com/onetick/onetick/memory"
-	otpostgres "github.com/onetick/onetick/postgres"
-	"github.com/onetick/onetick/sqlite"
+	"github.com/onetick/onetick/internal/stores"
 	"github.com/onetick/onetick/worker"
 )
-
-// workStore is a backend's worker store: the worker's half and the
-// inspection the CLI uses (dead letters, last runs).
-type workStore interface {
-	worker.Store
-	worker.Inspector
-}
-
-// workStoreOf returns b's worker store for group.
-func workStoreOf(b onetick.Backend, group string) (workStore, error) {
-	switch x := b.(type) {
-	case ownedRedis:
-		return x.Backend.WorkerStore(group), nil
-	case *memory.Backend:
-		return x.WorkerStore(group), nil
-	case *sqlite.Backend:
-		return x.WorkerStore(group), nil
-	case *otpostgres.Backend:
-		return x.WorkerStore(group), nil
-	}
-	return nil, fmt.Errorf("the %T backend has no worker store", b)
-}
 
 // runJobs are the jobs of f that have a run block.
 func runJobs(f *config.File) []config.Job {
@@ -72,14 +48,14 @@ func handlerOf(x executor.Executor) worker.Handler {
 // (worker.allow_commands, worker.allow_http_hosts) and the store keeps
 // such jobs, what keeps the worker's registrations in line with them; nil
 // when there is nothing to run.
-func buildWorker(f *config.File, b onetick.Backend, replica string, log *slog.Logger, reg prometheus.Registerer) (*worker.Worker, *runtimeRuns, error) {
+func buildWorker(f *config.File, h *stores.Handle, replica string, log *slog.Logger, reg prometheus.Registerer) (*worker.Worker, *runtimeRuns, error) {
 	jobs := runJobs(f)
-	js, stores := b.(onetick.JobStore)
-	dynamic := stores && (len(f.Worker.Allow.Commands) > 0 || len(f.Worker.Allow.HTTPHosts) > 0)
+	js, keeps := h.Backend().(onetick.JobStore)
+	dynamic := keeps && (len(f.Worker.Allow.Commands) > 0 || len(f.Worker.Allow.HTTPHosts) > 0)
 	if len(jobs) == 0 && !dynamic {
 		return nil, nil, nil
 	}
-	store, err := workStoreOf(b, f.Worker.Group)
+	store, err := h.WorkStore(f.Worker.Group)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,173 @@
+// Package stores is the one place that learns which store a configuration
+// names and opens it: Open reads the backend section of a config.File and
+// returns a Handle with the onetick.Backend, the worker store, a
+// description for logs, status and /readyz, the store's upkeep, the sink
+// of the embedded stores, and Close. Migrate and Embedded are the
+// maintenance and the choice of embedded store that the CLI needs before
+// or instead of a Handle.
+//
+// Adding a store is one case in Open (and in Migrate when it keeps a
+// schema); the rest of the program uses the Handle.
+package stores
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/config"
+	"github.com/onetick/onetick/worker"
+)
+
+// Kind names a store.
+type Kind string
+
+// The kinds of store.
+const (
+	Redis    Kind = "redis"
+	Postgres Kind = "postgres"
+	File     Kind = "file"
+	Memory   Kind = "memory"
+)
+
+// SchemaMode says what Open does with a store's schema (PostgreSQL; the
+// file store migrates itself when opened, Redis keeps none).
+type SchemaMode int
+
+const (
+	// CheckSchema refuses a schema that is not at this onetick's version,
+	// so that an operator's command never migrates under a running fleet.
+	CheckSchema SchemaMode = iota
+	// MigrateSchema brings the schema to this onetick's version (`run`,
+	// `migrate`); safe when replicas start together.
+	MigrateSchema
+)
+
+// Options say what the configuration does not: which embedded store (see
+// Embedded) and how to treat the schema.
+type Options struct {
+	// Path is the file store's state file, for a configuration without a
+	// shared store (Redis or PostgreSQL).
+	Path string
+	// Memory chooses the in-process store instead of the file store.
+	Memory bool
+	// Schema is what Open does with a PostgreSQL schema.
+	Schema SchemaMode
+	// Logger receives the store's notices (a file that others can read,
+	// failed upkeep). Default: discard.
+	Logger *slog.Logger
+	// Stdout is where the embedded stores' sink writes ticks, one JSON
+	// line each; nil: no sink.
+	Stdout io.Writer
+}
+
+// InvalidError is a configuration that cannot open a store as it is
+// written (a URL the client refuses, --data with the in-process store):
+// bad input, where other errors of Open are a store that does not answer.
+type InvalidError struct{ Err error }
+
+func (e *InvalidError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *InvalidError) Unwrap() error { return e.Err }
+
+func invalid(err error) error { return &InvalidError{Err: err} }
+
+// WorkStore is a store's worker store: the worker's half and the
+// inspection the CLI uses (dead letters, last runs).
+type WorkStore interface {
+	worker.Store
+	worker.Inspector
+}
+
+// Description names the store without credentials.
+type Description struct {
+	Kind Kind `json:"kind"`
+	// Address is the masked URL or the Sentinel or Cluster addresses of a
+	// shared store ("" for an embedded one).
+	Address string `json:"address,omitempty"`
+	// Schema is the PostgreSQL schema, Prefix the Redis key prefix, Path
+	// the file store's file.
+	Schema string `json:"schema,omitempty"`
+	Prefix string `json:"prefix,omitempty"`
+	Path   string `json:"path,omitempty"`
+}
+
+// Handle is an open store. Close it, not its Backend: it closes the
+// clients Open built.
+type Handle struct {
+	backend  onetick.Backend
+	desc     Description
+	work     func(group string) WorkStore
+	describe func(ctx context.Context) string
+	announce func(ctx context.Context, log *slog.Logger)
+	upkeep   func(ctx context.Context)
+	sink     onetick.Sink
+	close    func() error
+}
+
+// Open opens the store f names (the embedded one of o without a shared
+// store) and checks that it answers. Errors name the store's masked
+// address; an *InvalidError is a configuration that cannot work.
+func Open(ctx context.Context, f *config.File, o Options) (*Handle, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case f.Backend.Postgres != nil:
+		return openPostgres(ctx, f, o)
+	case f.Backend.Redis != nil:
+		return openRedis(ctx, f)
+	case o.Memory:
+		return openMemory(o), nil
+	case o.Path != "":
+		return openFile(o)
+	}
+	return nil, invalid(fmt.Errorf("%s: no store: give the file store's path or choose the in-process store", f.Path))
+}
+
+// Backend is the store as the scheduler, the controls and the status use
+// it.
+func (h *Handle) Backend() onetick.Backend { return h.backend }
+
+// Kind names the store.
+func (h *Handle) Kind() Kind { return h.desc.Kind }
+
+// Description names the store without credentials.
+func (h *Handle) Description() Description { return h.desc }
+
+// WorkStore returns the worker store of group, or an error when the store
+// keeps none.
+func (h *Handle) WorkStore(group string) (WorkStore, error) {
+	if h.work == nil {
+		return nil, fmt.Errorf("the %s store has no worker store", h.desc.Kind)
+	}
+	return h.work(group), nil
+}
+
+// Describe says which store is in use and what it sees now (a Sentinel's
+// or Cluster's primary, a PostgreSQL server's version and role): for
+// `onetick status`, /readyz and the start-up log.
+func (h *Handle) Describe(ctx context.Context) string { return h.describe(ctx) }
+
+// Announce logs, once at start-up, which store a replica uses and what
+// that means (an embedded store: one host, ticks on standard output).
+func (h *Handle) Announce(ctx context.Context, log *slog.Logger) { h.announce(ctx, log) }
+
+// Upkeep does the store's periodic upkeep until ctx ends (PostgreSQL:
+// delete the expired rows that Redis expires by itself); it returns at
+// once for a store that needs none.
+func (h *Handle) Upkeep(ctx context.Context) {
+	if h.upkeep != nil {
+		h.upkeep(ctx)
+	}
+}
+
+// Sink is where ticks go when nothing reads the store's streams (the
+// embedded stores: standard output); nil for a shared store.
+func (h *Handle) Sink() onetick.Sink { return h.sink }
+
+// Close closes the store and every client Open built for it.
+func (h *Handle) Close() error { return h.close() }
