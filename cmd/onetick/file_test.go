@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,10 +19,25 @@ import (
 // and returns the slots of job it printed.
 func (p *proc) stdoutSlots(t *testing.T, job string, atLeast int64) []int64 {
 	t.Helper()
+	return p.waitSlots(t, job, fmt.Sprintf("no tick of %s at or after %d", job, atLeast), func(s []int64) bool {
+		return len(s) > 0 && s[len(s)-1] >= atLeast
+	})
+}
+
+// stdoutCount waits until p has printed at least n ticks of job and
+// returns the slots printed so far.
+func (p *proc) stdoutCount(t *testing.T, job string, n int) []int64 {
+	t.Helper()
+	return p.waitSlots(t, job, fmt.Sprintf("fewer than %d ticks of %s", n, job), func(s []int64) bool { return len(s) >= n })
+}
+
+// waitSlots waits (20 s at most) until the slots p printed for job satisfy ok.
+func (p *proc) waitSlots(t *testing.T, job, what string, ok func([]int64) bool) []int64 {
+	t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {
 		slots := p.printedSlots(job)
-		if n := len(slots); n > 0 && slots[n-1] >= atLeast {
+		if ok(slots) {
 			return slots
 		}
 		select {
@@ -29,7 +45,7 @@ func (p *proc) stdoutSlots(t *testing.T, job string, atLeast int64) []int64 {
 		case <-p.done:
 			t.Fatalf("%s exited (code %d)", p.name, p.code)
 		case <-deadline:
-			t.Fatalf("%s printed no tick of %s at or after %d within 20s", p.name, job, atLeast)
+			t.Fatalf("%s printed %s within 20s", p.name, what)
 		}
 	}
 }
@@ -167,7 +183,7 @@ func TestRunOnFileRefusesDamagedLog(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "onetick.db")
 	cfg := writeFile(t, "wal.yaml", "jobs:\n  - name: fast\n    schedule: \"@every 200ms\"\n    prefer: duplicate\n    max_catchup: 1000\n")
 	p := startProc(t, "first", "--config", cfg, "--data", data)
-	p.stdoutSlots(t, "fast", time.Now().UnixMilli()+1200)
+	p.stdoutCount(t, "fast", 6)
 	p.signal(syscall.SIGKILL)
 	p.wait(t, 15*time.Second)
 	if n := len(p.printedSlots("fast")); n < 6 {
