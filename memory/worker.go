@@ -52,7 +52,7 @@ type wgroup struct {
 	deadCount map[string]int64
 	last      map[string]wlast
 	running   map[string]wrun              // token -> in-flight run
-	markers   map[string]wmarker           // "run:"+job
+	markers   map[string]wmarker           // storekit.RunMarker(job) -> marker
 	waiters   map[string]map[string]wplace // job -> token -> waiter place
 	alive     map[string]time.Time         // consumer -> liveness expiry
 	listeners map[chan struct{}]struct{}

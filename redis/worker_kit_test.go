@@ -17,14 +17,12 @@ import (
 // storekit.Screen does, and dead-letters with storekit.DeliveryLimitError's
 // message: one table of cases drives the script and the kit.
 func TestWorkerBeginMatchesKit(t *testing.T) {
-	srv := redistest.Start(t)
-	ctx := context.Background()
-	b, err := redis.Open(srv.URL(), redis.Options{})
+	b, err := redis.Open(redistest.Start(t).URL(), redis.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
-	s := b.WorkerStore("")
+	t.Cleanup(func() { _ = b.Close() })
+	ctx, s := context.Background(), b.WorkerStore("")
 	base := onetick.SlotOf(time.Now().Add(-time.Hour))
 	for i, c := range []struct {
 		limit, deliveries int

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/onetick/onetick/internal/storekit"
 	"github.com/onetick/onetick/worker"
 )
 
@@ -137,38 +136,6 @@ func (s *WorkerStore) doneRecord(o *op, tick string) (worker.DoneRecord, bool, e
 	}
 	r.At = msTime(at)
 	return r, true, nil
-}
-
-// Begin implements worker.Store, by storekit.Begin in one transaction.
-func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Duration, starts []worker.Start) (worker.BeginResult, error) {
-	var res worker.BeginResult
-	err := s.tx(ctx, func(t *workTx) error {
-		a, err := storekit.Begin(t, consumer, hold, starts)
-		res = worker.BeginResult{Admissions: a, StoreTime: t.o.now}
-		return err
-	})
-	return res, err
-}
-
-// Heartbeat implements worker.Store, by storekit.Heartbeat in one
-// transaction.
-func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, live, hold time.Duration, holds []worker.Hold) ([]int, error) {
-	var lost []int
-	err := s.tx(ctx, func(t *workTx) (err error) {
-		lost, err = storekit.Heartbeat(t, consumer, live, hold, holds)
-		return err
-	})
-	return lost, err
-}
-
-// Finish implements worker.Store, by storekit.Finish in one transaction.
-func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.Finish) ([]bool, error) {
-	var owned []bool
-	err := s.tx(ctx, func(t *workTx) (err error) {
-		owned, err = storekit.Finish(t, consumer, fs)
-		return err
-	})
-	return owned, err
 }
 
 // PromoteDue implements worker.Store.

@@ -1,9 +1,6 @@
 package sqlite
 
 import (
-	"context"
-	"database/sql"
-	"errors"
 	"time"
 
 	"github.com/onetick/onetick/internal/storekit"
@@ -23,29 +20,6 @@ func (t *workTx) SetAlive(consumer string, live time.Duration) error {
 		ON CONFLICT (grp, consumer) DO UPDATE SET expires_ms = excluded.expires_ms`, t.s.group, consumer, t.o.ms+live.Milliseconds())
 }
 
-// Register implements worker.Store.
-func (s *WorkerStore) Register(ctx context.Context, consumer string, streams []string, live time.Duration) error {
-	return s.tx(ctx, func(t *workTx) error {
-		for _, key := range streams {
-			if err := t.o.exec("UPDATE w_pending SET consumer = '', delivered_ms = NULL WHERE grp = ? AND consumer = ? AND stream = ?",
-				s.group, consumer, key); err != nil {
-				return err
-			}
-		}
-		return t.SetAlive(consumer, live)
-	})
-}
-
-// Marker implements storekit.WorkTx.
-func (t *workTx) Marker(name string) (string, bool, error) {
-	var tok string
-	err := t.o.row("SELECT token FROM w_markers WHERE grp = ? AND name = ? AND expires_ms > ?", t.s.group, name, t.o.ms).Scan(&tok)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", false, nil
-	}
-	return tok, err == nil, err
-}
-
 // SetMarker implements storekit.WorkTx.
 func (t *workTx) SetMarker(name, tok string, hold time.Duration) error {
 	return t.o.exec(`INSERT INTO w_markers (grp, name, token, expires_ms) VALUES (?, ?, ?, ?)
@@ -62,11 +36,8 @@ func (t *workTx) DropMarker(name, tok string) (bool, error) {
 func (t *workTx) PendingAlive(tok string) (bool, error) {
 	stream, id := storekit.SplitToken(tok)
 	var alive bool
-	err := t.o.row(`SELECT EXISTS (SELECT 1 FROM w_alive a WHERE a.grp = p.grp AND a.consumer = p.consumer AND a.expires_ms > ?)
-		FROM w_pending p WHERE p.grp = ? AND p.stream = ? AND p.seq = ?`, t.o.ms, t.s.group, stream, seqOf(id)).Scan(&alive)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil // the entry is no longer pending
-	}
+	err := t.o.row(`SELECT EXISTS (SELECT 1 FROM w_pending p JOIN w_alive a ON a.grp = p.grp AND a.consumer = p.consumer
+		WHERE p.grp = ? AND p.stream = ? AND p.seq = ? AND a.expires_ms > ?)`, t.s.group, stream, seqOf(id), t.o.ms).Scan(&alive)
 	return alive, err
 }
 

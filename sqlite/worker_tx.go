@@ -24,6 +24,61 @@ func (s *WorkerStore) tx(ctx context.Context, fn func(t *workTx) error) error {
 	return s.b.write(ctx, func(o *op) error { return fn(&workTx{s: s, o: o}) })
 }
 
+// Begin implements worker.Store, by storekit.Begin in one transaction.
+func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Duration, starts []worker.Start) (worker.BeginResult, error) {
+	var res worker.BeginResult
+	err := s.tx(ctx, func(t *workTx) error {
+		a, err := storekit.Begin(t, consumer, hold, starts)
+		res = worker.BeginResult{Admissions: a, StoreTime: t.o.now}
+		return err
+	})
+	return res, err
+}
+
+// Heartbeat implements worker.Store, by storekit.Heartbeat in one
+// transaction.
+func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, live, hold time.Duration, holds []worker.Hold) ([]int, error) {
+	var lost []int
+	err := s.tx(ctx, func(t *workTx) (err error) {
+		lost, err = storekit.Heartbeat(t, consumer, live, hold, holds)
+		return err
+	})
+	return lost, err
+}
+
+// Finish implements worker.Store, by storekit.Finish in one transaction.
+func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.Finish) ([]bool, error) {
+	var owned []bool
+	err := s.tx(ctx, func(t *workTx) (err error) {
+		owned, err = storekit.Finish(t, consumer, fs)
+		return err
+	})
+	return owned, err
+}
+
+// Register implements worker.Store.
+func (s *WorkerStore) Register(ctx context.Context, consumer string, streams []string, live time.Duration) error {
+	return s.tx(ctx, func(t *workTx) error {
+		for _, key := range streams {
+			if err := t.o.exec("UPDATE w_pending SET consumer = '', delivered_ms = NULL WHERE grp = ? AND consumer = ? AND stream = ?",
+				s.group, consumer, key); err != nil {
+				return err
+			}
+		}
+		return t.SetAlive(consumer, live)
+	})
+}
+
+// Marker implements storekit.WorkTx.
+func (t *workTx) Marker(name string) (string, bool, error) {
+	var tok string
+	err := t.o.row("SELECT token FROM w_markers WHERE grp = ? AND name = ? AND expires_ms > ?", t.s.group, name, t.o.ms).Scan(&tok)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	return tok, err == nil, err
+}
+
 // changed runs a statement and reports whether it changed a row.
 func (t *workTx) changed(q string, args ...any) (bool, error) {
 	r, err := t.o.tx.ExecContext(t.o.ctx, q, args...)
