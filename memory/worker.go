@@ -2,13 +2,13 @@ package memory
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 	"github.com/onetick/onetick/worker"
 )
 
@@ -52,7 +52,7 @@ type wgroup struct {
 	deadCount map[string]int64
 	last      map[string]wlast
 	running   map[string]wrun              // token -> in-flight run
-	markers   map[string]wmarker           // "run:"+job
+	markers   map[string]wmarker           // storekit.RunMarker(job) -> marker
 	waiters   map[string]map[string]wplace // job -> token -> waiter place
 	alive     map[string]time.Time         // consumer -> liveness expiry
 	listeners map[chan struct{}]struct{}
@@ -182,8 +182,6 @@ func (g *wgroup) notifyReleased() {
 		}
 	}
 }
-
-func token(d *worker.Delivery) string { return d.Stream + "\n" + d.ID }
 
 // seqOf is the sequence number of an entry id "ms-seq": entries of every
 // stream are numbered by one counter, so it orders them.
@@ -325,117 +323,30 @@ func (g *wgroup) owned(consumer string, d *worker.Delivery) *pending {
 	return p
 }
 
-func (g *wgroup) ack(d *worker.Delivery) { delete(g.streams[d.Stream].pel, d.ID) }
-
-func (g *wgroup) deadLocked(s *WorkerStore, now time.Time, consumer string, d *worker.Delivery, deliveries int, msg string) {
-	s.b.seq++
-	g.dead = append(g.dead, worker.DeadLetter{
-		ID:  strconv.FormatInt(now.UnixMilli(), 10) + "-" + strconv.FormatInt(s.b.seq, 10),
-		Job: d.Job, Tick: d.Tick, Slot: d.Slot, Epoch: d.Epoch, Replica: d.Replica, Payload: d.Payload,
-		Stream: d.Stream, Entry: d.ID, Attempts: d.Attempt, Deliveries: deliveries, Error: msg,
-		Consumer: consumer, At: now.UTC(),
-	})
-	g.deadCount[d.Job]++
-	g.last[d.Job] = wlast{outcome: worker.OutcomeDead, tick: d.Tick, at: now}
-}
-
-// Begin implements worker.Store.
+// Begin implements worker.Store, by storekit.Begin under the backend's
+// lock.
 func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Duration, starts []worker.Start) (worker.BeginResult, error) {
 	g, now, err := s.lock(ctx)
 	if err != nil {
 		return worker.BeginResult{}, err
 	}
 	defer s.b.mu.Unlock()
-	res := worker.BeginResult{Admissions: make([]worker.Admission, len(starts)), StoreTime: now}
-	for i, st := range starts {
-		d := st.D
-		p := g.owned(consumer, d)
-		if p == nil {
-			res.Admissions[i] = worker.NotOwned
-			continue
-		}
-		d.Deliveries = p.count
-		if rec, ok := g.done[d.Tick]; ok && now.Before(rec.expires) {
-			g.ack(d)
-			g.release(d, now)
-			res.Admissions[i] = worker.SkipDone
-			continue
-		}
-		if st.MaxDeliveries > 0 && p.count > st.MaxDeliveries {
-			g.deadLocked(s, now, consumer, d, p.count, deliveryLimitError(p.count, st.MaxDeliveries))
-			g.ack(d)
-			g.release(d, now)
-			res.Admissions[i] = worker.DeadDeliveries
-			continue
-		}
-		a, err := worker.DecideOverlap(st, g.overlapState(d, now), func() (bool, error) { return g.lowerPending(d), nil })
-		if err != nil {
-			return worker.BeginResult{}, err
-		}
-		tok := token(d)
-		switch a {
-		case worker.Run:
-			if st.Overlap != worker.OverlapAllow {
-				g.markers["run:"+d.Job] = wmarker{token: tok, expires: now.Add(hold)}
-			}
-			g.dropWaiter(d)
-			g.running[tok] = wrun{job: d.Job, expires: now.Add(hold)}
-		case worker.Wait:
-			if g.waiters[d.Job] == nil {
-				g.waiters[d.Job] = map[string]wplace{}
-			}
-			g.waiters[d.Job][tok] = wplace{slot: d.Slot, seq: seqOf(d.ID)}
-		case worker.SkipOverlap:
-			g.ack(d)
-			g.last[d.Job] = wlast{outcome: worker.OutcomeSkippedOverlap, tick: d.Tick, at: now}
-		}
-		res.Admissions[i] = a
+	a, err := storekit.Begin(&workTx{s: s, g: g, now: now}, consumer, hold, starts)
+	if err != nil {
+		return worker.BeginResult{}, err
 	}
-	return res, nil
+	return worker.BeginResult{Admissions: a, StoreTime: now}, nil
 }
 
-func deliveryLimitError(count, limit int) string {
-	return fmt.Sprintf("delivery limit: delivered %d times without a result (max_deliveries %d)", count, limit)
-}
-
-// Heartbeat implements worker.Store.
+// Heartbeat implements worker.Store, by storekit.Heartbeat under the
+// backend's lock.
 func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, live, hold time.Duration, holds []worker.Hold) ([]int, error) {
 	g, now, err := s.lock(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer s.b.mu.Unlock()
-	g.alive[consumer] = now.Add(live)
-	var lost []int
-	for i, h := range holds {
-		p := g.owned(consumer, h.D)
-		if p == nil {
-			lost = append(lost, i)
-			continue
-		}
-		p.delivered = now
-		tok := token(h.D)
-		switch h.Marker {
-		case worker.MarkerRun:
-			key := "run:" + h.D.Job
-			m, ok := g.marker(key, now)
-			if !ok || m.token != tok {
-				lost = append(lost, i)
-				continue
-			}
-			g.markers[key] = wmarker{token: tok, expires: now.Add(hold)}
-		case worker.MarkerWait:
-			if _, ok := g.waiters[h.D.Job][tok]; !ok {
-				lost = append(lost, i)
-				continue
-			}
-		}
-		if r, ok := g.running[tok]; ok {
-			r.expires = now.Add(hold)
-			g.running[tok] = r
-		}
-	}
-	return lost, nil
+	return storekit.Heartbeat(&workTx{s: s, g: g, now: now}, consumer, live, hold, holds)
 }
 
 // Register implements worker.Store.
@@ -456,50 +367,19 @@ func (s *WorkerStore) Register(ctx context.Context, consumer string, streams []s
 	return nil
 }
 
-// Finish implements worker.Store.
+// Finish implements worker.Store, by storekit.Finish under the backend's
+// lock.
 func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.Finish) ([]bool, error) {
 	g, now, err := s.lock(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer s.b.mu.Unlock()
-	owned := make([]bool, len(fs))
-	for i, f := range fs {
-		d := f.D
-		p := g.owned(consumer, d)
-		if p == nil {
-			rec, ok := g.done[d.Tick]
-			owned[i] = f.Kind == worker.FinishDone && ok && now.Before(rec.expires) &&
-				rec.rec.Entry == d.ID && rec.rec.Consumer == consumer
-			continue
-		}
-		owned[i] = true
-		tok := token(d)
-		g.release(d, now)
-		delete(g.running, tok)
-		switch f.Kind {
-		case worker.FinishRelease:
-			p.consumer, p.delivered = "", time.Time{}
-			continue
-		case worker.FinishDone:
-			g.done[d.Tick] = wdone{rec: worker.DoneRecord{Tick: d.Tick, Entry: d.ID, Consumer: consumer, At: now.UTC()},
-				expires: now.Add(f.Retention)}
-			g.last[d.Job] = wlast{outcome: worker.OutcomeSucceeded, tick: d.Tick, at: now}
-		case worker.FinishRetry:
-			next := *d
-			next.Attempt++
-			g.retries[d.Stream+"\n"+d.ID] = &wretry{due: now.Add(f.Delay), d: next}
-			g.last[d.Job] = wlast{outcome: worker.OutcomeRetried, tick: d.Tick, at: now}
-		case worker.FinishDead:
-			g.deadLocked(s, now, consumer, d, p.count, f.Err)
-		}
-		g.ack(d)
-	}
-	return owned, nil
+	return storekit.Finish(&workTx{s: s, g: g, now: now}, consumer, fs)
 }
 
 // PromoteDue implements worker.Store.
-func (s *WorkerStore) PromoteDue(ctx context.Context, max int) (worker.Promoted, error) {
+func (s *WorkerStore) PromoteDue(ctx context.Context, limit int) (worker.Promoted, error) {
 	g, now, err := s.lock(ctx)
 	if err != nil {
 		return worker.Promoted{}, err
@@ -519,8 +399,8 @@ func (s *WorkerStore) PromoteDue(ctx context.Context, max int) (worker.Promoted,
 	p := worker.Promoted{Next: -1}
 	for _, k := range keys {
 		r := g.retries[k]
-		if r.due.After(now) || p.N >= max {
-			p.Next = max0(r.due.Sub(now))
+		if r.due.After(now) || p.N >= limit {
+			p.Next = max(r.due.Sub(now), 0)
 			break
 		}
 		s.appendLocked(now, r.d, r.d.Attempt)
@@ -529,8 +409,6 @@ func (s *WorkerStore) PromoteDue(ctx context.Context, max int) (worker.Promoted,
 	}
 	return p, nil
 }
-
-func max0(d time.Duration) time.Duration { return max(d, 0) }
 
 // Released implements worker.Store.
 func (s *WorkerStore) Released(ctx context.Context) <-chan struct{} {

@@ -1,18 +1,18 @@
 package memory
 
 import (
-	"strings"
 	"time"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 	"github.com/onetick/onetick/worker"
 )
 
-// The overlap state of a job: its run marker ("run:"+job in markers, a
-// lease of hold) and its waiter places (waiters[job]), each belonging to a
-// stream entry by its token. A place counts while its entry is pending in
-// the group; a marker while it is unexpired and its entry is pending and
-// owned by a live consumer.
+// The overlap state of a job: its run marker (storekit.RunMarker in
+// markers, a lease of hold) and its waiter places (waiters[job]), each
+// belonging to a stream entry by its token. A place counts while its
+// entry is pending in the group; a marker while it is unexpired and its
+// entry is pending and owned by a live consumer (storekit decides).
 
 // wplace is a waiter place: the waiting entry's slot and sequence, its
 // order among the job's waiters.
@@ -30,7 +30,7 @@ func (g *wgroup) isAlive(consumer string, now time.Time) bool {
 
 // pendingOf returns the pending entry a token names, or nil.
 func (g *wgroup) pendingOf(tok string) *pending {
-	stream, id, _ := strings.Cut(tok, "\n")
+	stream, id := storekit.SplitToken(tok)
 	st := g.streams[stream]
 	if st == nil {
 		return nil
@@ -38,74 +38,100 @@ func (g *wgroup) pendingOf(tok string) *pending {
 	return st.pel[id]
 }
 
-// overlapState reads the job's marker and waiter places for d, dropping
-// places whose entry is no longer pending.
-func (g *wgroup) overlapState(d *worker.Delivery, now time.Time) worker.OverlapState {
-	tok := token(d)
+// PendingAlive implements storekit.WorkTx.
+func (t *workTx) PendingAlive(tok string) (bool, error) {
+	p := t.g.pendingOf(tok)
+	return p != nil && t.g.isAlive(p.consumer, t.now), nil
+}
+
+// Places implements storekit.WorkTx.
+func (t *workTx) Places(d *worker.Delivery) (worker.OverlapState, error) {
+	g, tok := t.g, storekit.Token(d)
 	var st worker.OverlapState
-	m, held := g.marker("run:"+d.Job, now)
-	if !held || m.token == tok {
-		st.MarkerFree = true
-	} else if p := g.pendingOf(m.token); p == nil || !g.isAlive(p.consumer, now) {
-		st.MarkerFree = true
-	}
 	mine := wplace{slot: d.Slot, seq: seqOf(d.ID)}
-	for t, w := range g.waiters[d.Job] {
+	for p, w := range g.waiters[d.Job] {
 		switch {
-		case g.pendingOf(t) == nil:
-			delete(g.waiters[d.Job], t)
-		case t == tok:
+		case g.pendingOf(p) == nil:
+			delete(g.waiters[d.Job], p)
+		case p == tok:
 			st.HasPlace = true
 		default:
 			st.Waiting++
 			st.LowerWaiting = st.LowerWaiting || w.less(mine)
 		}
 	}
-	return st
+	return st, nil
 }
 
-// lowerPending reports whether an entry of d's job with a lower id and a
-// slot no higher is pending in d's stream without a waiter place.
-func (g *wgroup) lowerPending(d *worker.Delivery) bool {
+// LowerPending implements storekit.WorkTx.
+func (t *workTx) LowerPending(d *worker.Delivery) (bool, error) {
+	g := t.g
 	st := g.streams[d.Stream]
 	if st == nil {
-		return false
+		return false, nil
 	}
 	seq := seqOf(d.ID)
 	for id, p := range st.pel {
 		if p.d.Job != d.Job || seqOf(id) >= seq || p.d.Slot > d.Slot {
 			continue
 		}
-		if _, waits := g.waiters[d.Job][token(&p.d)]; !waits {
-			return true
+		if _, waits := g.waiters[d.Job][storekit.Token(&p.d)]; !waits {
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
-// dropWaiter removes d's waiter place, if it has one.
-func (g *wgroup) dropWaiter(d *worker.Delivery) bool {
-	tok := token(d)
+// AddPlace implements storekit.WorkTx.
+func (t *workTx) AddPlace(d *worker.Delivery) error {
+	g := t.g
+	if g.waiters[d.Job] == nil {
+		g.waiters[d.Job] = map[string]wplace{}
+	}
+	g.waiters[d.Job][storekit.Token(d)] = wplace{slot: d.Slot, seq: seqOf(d.ID)}
+	return nil
+}
+
+// HasPlace implements storekit.WorkTx.
+func (t *workTx) HasPlace(d *worker.Delivery) (bool, error) {
+	_, ok := t.g.waiters[d.Job][storekit.Token(d)]
+	return ok, nil
+}
+
+// DropPlace implements storekit.WorkTx.
+func (t *workTx) DropPlace(d *worker.Delivery) (bool, error) {
+	g, tok := t.g, storekit.Token(d)
 	if _, ok := g.waiters[d.Job][tok]; !ok {
-		return false
+		return false, nil
 	}
 	delete(g.waiters[d.Job], tok)
 	if len(g.waiters[d.Job]) == 0 {
 		delete(g.waiters, d.Job)
 	}
-	return true
+	return true, nil
 }
 
-// release drops d's run marker and waiter place, as the entry is settled
-// or given back, and tells the waiters.
-func (g *wgroup) release(d *worker.Delivery, now time.Time) {
-	released := g.dropWaiter(d)
-	key := "run:" + d.Job
-	if m, ok := g.marker(key, now); ok && m.token == token(d) {
-		delete(g.markers, key)
-		released = true
-	}
-	if released {
-		g.notifyReleased()
-	}
+// Marker implements storekit.WorkTx.
+func (t *workTx) Marker(name string) (string, bool, error) {
+	m, ok := t.g.marker(name, t.now)
+	return m.token, ok, nil
 }
+
+// SetMarker implements storekit.WorkTx.
+func (t *workTx) SetMarker(name, tok string, hold time.Duration) error {
+	t.g.markers[name] = wmarker{token: tok, expires: t.now.Add(hold)}
+	return nil
+}
+
+// DropMarker implements storekit.WorkTx.
+func (t *workTx) DropMarker(name, tok string) (bool, error) {
+	if m, ok := t.g.marker(name, t.now); !ok || m.token != tok {
+		return false, nil
+	}
+	delete(t.g.markers, name)
+	return true, nil
+}
+
+// Notify implements storekit.WorkTx: the Released channels are told at
+// once, under the lock.
+func (t *workTx) Notify() { t.g.notifyReleased() }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 	"github.com/onetick/onetick/worker"
 )
 
@@ -294,7 +296,13 @@ type beginState struct {
 }
 
 // Begin implements worker.Store in one transaction: the starts' pending
-// rows are locked FOR UPDATE, then each start is decided in order.
+// rows are locked FOR UPDATE, then each start is decided in order, by
+// storekit.Screen (done record, then delivery limit, with
+// storekit.DeliveryLimitError) and worker.DecideOverlap. It does not run
+// storekit.Begin over primitives, as the memory and file stores do: that
+// would cost several round trips per start where this reads every start's
+// row in one query and writes in one batch; Heartbeat and Finish batch
+// the same way.
 func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Duration, starts []worker.Start) (worker.BeginResult, error) {
 	if len(starts) == 0 {
 		return worker.BeginResult{}, nil
@@ -340,18 +348,13 @@ func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Dura
 				continue
 			}
 			d.Deliveries = o.count
-			switch {
-			case o.done:
+			if a := storekit.Screen(start, o.count, o.done); a != 0 {
+				if a == worker.DeadDeliveries {
+					s.queueDead(batch, consumer, d, o.count, storekit.DeliveryLimitError(o.count, start.MaxDeliveries))
+				}
 				batch.Queue(s.b.q(ackSQL), s.group, ids[i])
 				settled = append(settled, ids[i])
-				res.Admissions[i] = worker.SkipDone
-				continue
-			case start.MaxDeliveries > 0 && o.count > start.MaxDeliveries:
-				s.queueDead(batch, consumer, d, o.count, fmt.Sprintf("delivery limit: delivered %d times without a result (max_deliveries %d)",
-					o.count, start.MaxDeliveries))
-				batch.Queue(s.b.q(ackSQL), s.group, ids[i])
-				settled = append(settled, ids[i])
-				res.Admissions[i] = worker.DeadDeliveries
+				res.Admissions[i] = a
 				continue
 			}
 			// Decided one start at a time: a start's effects are seen by
@@ -430,7 +433,8 @@ func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, live, hold
 
 // Finish implements worker.Store in one transaction: the pending rows are
 // locked FOR UPDATE; for each one still the consumer's, its markers are
-// released (NOTIFY) and it is settled.
+// released (NOTIFY) and it is settled; for a FinishDone no longer the
+// consumer's, storekit.RetriedDone answers from the tick's done record.
 func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.Finish) ([]bool, error) {
 	if len(fs) == 0 {
 		return nil, nil
@@ -461,10 +465,18 @@ func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.F
 			} else if f.Kind == worker.FinishDone {
 				// A retry after a lost reply: this consumer's own done
 				// record for this entry answers it.
-				i := i
-				batch.Queue(s.b.q(`SELECT EXISTS (SELECT 1 FROM {s}.done WHERE grp = $1 AND tick = $2 AND entry = $3 AND consumer = $4
-					AND keep_until > clock_timestamp())`), s.group, f.D.Tick, f.D.ID, consumer).
-					QueryRow(func(r pgx.Row) error { return r.Scan(&owned[i]) })
+				i, f := i, f
+				batch.Queue(s.b.q(`SELECT entry, consumer FROM {s}.done WHERE grp = $1 AND tick = $2 AND keep_until > clock_timestamp()`),
+					s.group, f.D.Tick).
+					QueryRow(func(r pgx.Row) error {
+						var rec worker.DoneRecord
+						err := r.Scan(&rec.Entry, &rec.Consumer)
+						if errors.Is(err, pgx.ErrNoRows) {
+							return nil
+						}
+						owned[i] = storekit.RetriedDone(f, consumer, rec, err == nil)
+						return err
+					})
 			}
 		}
 		if len(mine) > 0 {

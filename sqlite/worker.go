@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/onetick/onetick/worker"
@@ -29,8 +28,6 @@ func (b *Backend) WorkerStore(group string) *WorkerStore {
 	}
 	return &WorkerStore{b: b, group: group}
 }
-
-func token(d *worker.Delivery) string { return d.Stream + "\n" + d.ID }
 
 // wsweep drops the group's expired records, at most once a minute per
 // process; every reader ignores them anyway.
@@ -75,26 +72,6 @@ func scanPending(sc interface{ Scan(...any) error }) (*pendingRow, error) {
 	p.d.Enqueued = msTime(enqueued)
 	p.d.Deliveries = p.count
 	return &p, nil
-}
-
-// owned returns the pending entry of d if consumer owns it.
-func (s *WorkerStore) owned(o *op, consumer string, d *worker.Delivery) (*pendingRow, error) {
-	p, err := scanPending(o.row("SELECT "+pendingCols+" FROM w_pending WHERE grp = ? AND stream = ? AND seq = ? AND id = ?",
-		s.group, d.Stream, seqOf(d.ID), d.ID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if p.consumer != consumer {
-		return nil, nil
-	}
-	return p, nil
-}
-
-func (s *WorkerStore) ack(o *op, d *worker.Delivery) error {
-	return o.exec("DELETE FROM w_pending WHERE grp = ? AND stream = ? AND seq = ?", s.group, d.Stream, seqOf(d.ID))
 }
 
 // Reclaim implements worker.Store.
@@ -145,37 +122,6 @@ func (s *WorkerStore) Reclaim(ctx context.Context, consumer string, streams []st
 	return out, err
 }
 
-// marker returns the token of the group's marker name, if unexpired.
-func (s *WorkerStore) marker(o *op, name string) (string, bool, error) {
-	var tok string
-	err := o.row("SELECT token FROM w_markers WHERE grp = ? AND name = ? AND expires_ms > ?", s.group, name, o.ms).Scan(&tok)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", false, nil
-	}
-	return tok, err == nil, err
-}
-
-func (s *WorkerStore) setMarker(o *op, name, tok string, hold time.Duration) error {
-	return o.exec(`INSERT INTO w_markers (grp, name, token, expires_ms) VALUES (?, ?, ?, ?)
-		ON CONFLICT (grp, name) DO UPDATE SET token = excluded.token, expires_ms = excluded.expires_ms`,
-		s.group, name, tok, o.ms+hold.Milliseconds())
-}
-
-func (s *WorkerStore) setLast(o *op, job string, outcome worker.Outcome, tick string) error {
-	return o.exec(`INSERT INTO w_last (grp, job, outcome, tick, at_ms) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (grp, job) DO UPDATE SET outcome = excluded.outcome, tick = excluded.tick, at_ms = excluded.at_ms`,
-		s.group, job, string(outcome), tick, o.ms)
-}
-
-func (s *WorkerStore) dead(o *op, consumer string, d *worker.Delivery, deliveries int, msg string) error {
-	if err := o.exec(`INSERT INTO w_dead (grp, ms, job, tick, slot, epoch, replica, payload, stream, entry, attempts, deliveries, error, consumer)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, s.group, o.ms, d.Job, d.Tick, int64(d.Slot), int64(d.Epoch), d.Replica, d.Payload,
-		d.Stream, d.ID, d.Attempt, deliveries, msg, consumer); err != nil {
-		return err
-	}
-	return s.setLast(o, d.Job, worker.OutcomeDead, d.Tick)
-}
-
 // doneRecord returns the unexpired done record of tick.
 func (s *WorkerStore) doneRecord(o *op, tick string) (worker.DoneRecord, bool, error) {
 	r := worker.DoneRecord{Tick: tick}
@@ -192,210 +138,13 @@ func (s *WorkerStore) doneRecord(o *op, tick string) (worker.DoneRecord, bool, e
 	return r, true, nil
 }
 
-// Begin implements worker.Store.
-func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Duration, starts []worker.Start) (worker.BeginResult, error) {
-	var res worker.BeginResult
-	err := s.b.write(ctx, func(o *op) error {
-		res = worker.BeginResult{Admissions: make([]worker.Admission, len(starts)), StoreTime: o.now}
-		for i, st := range starts {
-			a, err := s.begin(o, consumer, hold, st)
-			if err != nil {
-				return err
-			}
-			res.Admissions[i] = a
-		}
-		return nil
-	})
-	return res, err
-}
-
-func (s *WorkerStore) begin(o *op, consumer string, hold time.Duration, st worker.Start) (worker.Admission, error) {
-	d := st.D
-	p, err := s.owned(o, consumer, d)
-	if err != nil || p == nil {
-		return worker.NotOwned, err
-	}
-	d.Deliveries = p.count
-	if _, done, err := s.doneRecord(o, d.Tick); err != nil {
-		return 0, err
-	} else if done {
-		return worker.SkipDone, s.settle(o, d)
-	}
-	if st.MaxDeliveries > 0 && p.count > st.MaxDeliveries {
-		if err := s.dead(o, consumer, d, p.count, deliveryLimitError(p.count, st.MaxDeliveries)); err != nil {
-			return 0, err
-		}
-		return worker.DeadDeliveries, s.settle(o, d)
-	}
-	state, err := s.overlapState(o, d)
-	if err != nil {
-		return 0, err
-	}
-	a, err := worker.DecideOverlap(st, state, func() (bool, error) { return s.lowerPending(o, d) })
-	if err != nil {
-		return 0, err
-	}
-	tok := token(d)
-	switch a {
-	case worker.Run:
-		if st.Overlap != worker.OverlapAllow {
-			if err := s.setMarker(o, "run:"+d.Job, tok, hold); err != nil {
-				return 0, err
-			}
-			if _, err := s.dropWaiter(o, d); err != nil {
-				return 0, err
-			}
-		}
-		err = o.exec(`INSERT INTO w_running (grp, token, job, expires_ms) VALUES (?, ?, ?, ?)
-			ON CONFLICT (grp, token) DO UPDATE SET job = excluded.job, expires_ms = excluded.expires_ms`,
-			s.group, tok, d.Job, o.ms+hold.Milliseconds())
-	case worker.Wait:
-		err = o.exec(`INSERT INTO w_waiters (grp, stream, seq, job, slot) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-			s.group, d.Stream, seqOf(d.ID), d.Job, int64(d.Slot))
-	case worker.SkipOverlap:
-		if err = s.ack(o, d); err == nil {
-			err = s.setLast(o, d.Job, worker.OutcomeSkippedOverlap, d.Tick)
-		}
-	}
-	return a, err
-}
-
-func deliveryLimitError(count, limit int) string {
-	return fmt.Sprintf("delivery limit: delivered %d times without a result (max_deliveries %d)", count, limit)
-}
-
-// Heartbeat implements worker.Store.
-func (s *WorkerStore) Heartbeat(ctx context.Context, consumer string, live, hold time.Duration, holds []worker.Hold) ([]int, error) {
-	var lost []int
-	err := s.b.write(ctx, func(o *op) error {
-		lost = nil
-		if err := s.setAlive(o, consumer, live); err != nil {
-			return err
-		}
-		for i, h := range holds {
-			p, err := s.owned(o, consumer, h.D)
-			if err != nil {
-				return err
-			}
-			if p == nil {
-				lost = append(lost, i)
-				continue
-			}
-			if err := o.exec("UPDATE w_pending SET delivered_ms = ? WHERE grp = ? AND stream = ? AND seq = ?",
-				o.ms, s.group, h.D.Stream, seqOf(h.D.ID)); err != nil {
-				return err
-			}
-			tok := token(h.D)
-			switch h.Marker {
-			case worker.MarkerRun:
-				name := "run:" + h.D.Job
-				cur, held, err := s.marker(o, name)
-				if err != nil {
-					return err
-				}
-				if !held || cur != tok {
-					lost = append(lost, i)
-					continue
-				}
-				if err := s.setMarker(o, name, tok, hold); err != nil {
-					return err
-				}
-			case worker.MarkerWait:
-				has, err := s.hasPlace(o, h.D)
-				if err != nil {
-					return err
-				}
-				if !has {
-					lost = append(lost, i)
-					continue
-				}
-			}
-			if err := o.exec("UPDATE w_running SET expires_ms = ? WHERE grp = ? AND token = ?", o.ms+hold.Milliseconds(), s.group, tok); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return lost, err
-}
-
-// Finish implements worker.Store.
-func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.Finish) ([]bool, error) {
-	var owned []bool
-	err := s.b.write(ctx, func(o *op) error {
-		owned = make([]bool, len(fs))
-		released := false
-		for i, f := range fs {
-			d := f.D
-			p, err := s.owned(o, consumer, d)
-			if err != nil {
-				return err
-			}
-			if p == nil {
-				rec, ok, err := s.doneRecord(o, d.Tick)
-				if err != nil {
-					return err
-				}
-				owned[i] = f.Kind == worker.FinishDone && ok && rec.Entry == d.ID && rec.Consumer == consumer
-				continue
-			}
-			owned[i] = true
-			tok := token(d)
-			freed, err := s.release(o, d)
-			if err != nil {
-				return err
-			}
-			released = released || freed
-			if err := o.exec("DELETE FROM w_running WHERE grp = ? AND token = ?", s.group, tok); err != nil {
-				return err
-			}
-			switch f.Kind {
-			case worker.FinishRelease:
-				if err := o.exec("UPDATE w_pending SET consumer = '', delivered_ms = NULL WHERE grp = ? AND stream = ? AND seq = ?",
-					s.group, d.Stream, seqOf(d.ID)); err != nil {
-					return err
-				}
-				continue
-			case worker.FinishDone:
-				if err := o.exec(`INSERT INTO w_done (grp, tick, entry, consumer, at_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?)
-					ON CONFLICT (grp, tick) DO UPDATE SET entry = excluded.entry, consumer = excluded.consumer,
-					at_ms = excluded.at_ms, expires_ms = excluded.expires_ms`,
-					s.group, d.Tick, d.ID, consumer, o.ms, o.ms+f.Retention.Milliseconds()); err != nil {
-					return err
-				}
-				err = s.setLast(o, d.Job, worker.OutcomeSucceeded, d.Tick)
-			case worker.FinishRetry:
-				if err := o.exec(`INSERT OR REPLACE INTO w_retries (grp, stream, entry, due_ms, job, slot, tick, epoch, replica, payload, attempt, version)
-					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, s.group, d.Stream, d.ID, o.ms+f.Delay.Milliseconds(), d.Job, int64(d.Slot),
-					d.Tick, int64(d.Epoch), d.Replica, d.Payload, d.Attempt+1, d.Version); err != nil {
-					return err
-				}
-				err = s.setLast(o, d.Job, worker.OutcomeRetried, d.Tick)
-			case worker.FinishDead:
-				err = s.dead(o, consumer, d, p.count, f.Err)
-			}
-			if err != nil {
-				return err
-			}
-			if err := s.ack(o, d); err != nil {
-				return err
-			}
-		}
-		if released {
-			o.after = append(o.after, func() { s.b.notify(s.listeners()) })
-		}
-		return nil
-	})
-	return owned, err
-}
-
 // PromoteDue implements worker.Store.
-func (s *WorkerStore) PromoteDue(ctx context.Context, max int) (worker.Promoted, error) {
+func (s *WorkerStore) PromoteDue(ctx context.Context, limit int) (worker.Promoted, error) {
 	p := worker.Promoted{Next: -1}
 	err := s.b.write(ctx, func(o *op) error {
 		p = worker.Promoted{Next: -1}
 		rows, err := o.tx.QueryContext(o.ctx, `SELECT stream, entry, due_ms, job, slot, tick, epoch, replica, payload, attempt, version
-			FROM w_retries WHERE grp = ? ORDER BY due_ms, stream, entry LIMIT ?`, s.group, max+1)
+			FROM w_retries WHERE grp = ? ORDER BY due_ms, stream, entry LIMIT ?`, s.group, limit+1)
 		if err != nil {
 			return err
 		}
@@ -419,8 +168,8 @@ func (s *WorkerStore) PromoteDue(ctx context.Context, max int) (worker.Promoted,
 			return err
 		}
 		for _, r := range rs {
-			if r.due > o.ms || p.N >= max {
-				p.Next = max0(time.Duration(r.due-o.ms) * time.Millisecond)
+			if r.due > o.ms || p.N >= limit {
+				p.Next = max(time.Duration(r.due-o.ms)*time.Millisecond, 0)
 				break
 			}
 			if err := s.appendEntry(o, r.d, r.d.Attempt); err != nil {
@@ -438,8 +187,6 @@ func (s *WorkerStore) PromoteDue(ctx context.Context, max int) (worker.Promoted,
 	})
 	return p, err
 }
-
-func max0(d time.Duration) time.Duration { return max(d, 0) }
 
 // appendEntry appends a worker's entry (a retry or a replay, addressed to
 // this group) to its stream.
