@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 	"github.com/onetick/onetick/worker"
 )
 
@@ -282,7 +283,7 @@ func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Dura
 	args = append(args, consumer, s.group, max(hold.Milliseconds(), 1), s.key("released"))
 	for _, st := range starts {
 		d := st.D
-		keys = append(keys, d.Stream, s.doneKey(d.Slot), s.key("run:"+d.Job), s.key("waiters:"+d.Job))
+		keys = append(keys, d.Stream, s.doneKey(d.Slot), s.key(storekit.RunMarker(d.Job)), s.key("waiters:"+d.Job))
 		overlap := st.Overlap
 		if overlap == "" {
 			overlap = worker.OverlapSkip
@@ -337,7 +338,7 @@ func (s *WorkerStore) heartbeat(ctx context.Context, consumer string, live, hold
 	args := make([]any, 0, 4+3*len(holds))
 	args = append(args, consumer, s.group, max(hold.Milliseconds(), 1), max(live.Milliseconds(), 1))
 	for _, h := range holds {
-		marker, kind := s.key("run:"+h.D.Job), "n"
+		marker, kind := s.key(storekit.RunMarker(h.D.Job)), "n"
 		switch h.Marker {
 		case worker.MarkerRun:
 			kind = "r"
@@ -384,7 +385,7 @@ func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.F
 	args = append(args, consumer, s.group, s.key("released"))
 	for _, f := range fs {
 		d := f.D
-		keys = append(keys, d.Stream, s.doneKey(d.Slot), s.key("run:"+d.Job), s.key("waiters:"+d.Job))
+		keys = append(keys, d.Stream, s.doneKey(d.Slot), s.key(storekit.RunMarker(d.Job)), s.key("waiters:"+d.Job))
 		var kind string
 		var num int64
 		var member string
