@@ -58,9 +58,11 @@ type Claimer interface {
 	Time(ctx context.Context) (time.Time, error)
 }
 
-// Backend is what a store (Redis, the in-process memory store, later etcd
-// and PostgreSQL) implements. The conformance suite in package backendtest
-// checks every method's contract.
+// Backend is what a store implements: the in-process memory store
+// (package memory), the file store (package sqlite), Redis standalone,
+// Sentinel or Cluster (package redis) and PostgreSQL (package postgres).
+// The conformance suite in package backendtest checks every method's
+// contract.
 type Backend interface {
 	Leaser
 	Claimer
@@ -72,6 +74,15 @@ type Backend interface {
 	Controller
 	// Close releases the backend's connections.
 	Close() error
+}
+
+// SchedulerBackend is the part of a Backend that a Scheduler calls: the
+// lease (through its Elector), claims and last-fired slots, and the
+// controls, read to know which jobs are paused. Every Backend is one.
+type SchedulerBackend interface {
+	Leaser
+	Claimer
+	ControlReader
 }
 
 // Doctor finds and moves aside damaged store state. `onetick status` and

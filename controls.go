@@ -67,8 +67,20 @@ type ControlRecord struct {
 	Detail string `json:"detail,omitempty"`
 }
 
+// ControlReader reads the controls: what a leading Scheduler calls to
+// learn which jobs are paused.
+type ControlReader interface {
+	// Controls returns the control state of every job that has one, and
+	// the controls' version: it increases with every pause and resume, so
+	// a leader can tell that it must read the controls again.
+	Controls(ctx context.Context) (map[string]JobControl, int64, error)
+	// ControlsVersion returns the controls' version alone (cheap).
+	ControlsVersion(ctx context.Context) (int64, error)
+}
+
 // Controller is the operator half of a backend.
 type Controller interface {
+	ControlReader
 	// Pause pauses job from the store's now on: every claim of one of its
 	// slots at or after that instant is answered Paused until Resume, and
 	// records the slot as accounted for (it is never caught up). Pausing
@@ -77,12 +89,6 @@ type Controller interface {
 	// Resume ends job's pause at the store's now; its next slot fires.
 	// Resuming a job that is not paused changes nothing.
 	Resume(ctx context.Context, job string, a Actor) (JobControl, error)
-	// Controls returns the control state of every job that has one, and
-	// the controls' version: it increases with every pause and resume, so
-	// a leader can tell that it must read the controls again.
-	Controls(ctx context.Context) (map[string]JobControl, int64, error)
-	// ControlsVersion returns the controls' version alone (cheap).
-	ControlsVersion(ctx context.Context) (int64, error)
 	// Enqueue appends manual ticks outside the election: triggers (Tick.Key
 	// set, identity "job:trigger:key", the slot is the store's now) and
 	// backfills (scheduled slots, identity "job:slot"). It is not fenced

@@ -4,9 +4,11 @@
 // claimed or that come from a superseded leader.
 //
 // The root package holds the domain: Slot, Tick, Lease, Epoch, Term, the
-// Backend interface (Leaser + Claimer), the Elector, the Scheduler, the
-// metrics and the errors. Backends live in their own packages (memory,
-// redis); schedule math lives in package cron; every backend runs the
+// Backend interface (Leaser + Claimer + Controller + Doctor) and the
+// JobStore contract, the Elector, the Scheduler, Ops, the metrics and the
+// errors. The stores live in their own packages: memory (in-process),
+// sqlite (the file store), redis (standalone, Sentinel or Cluster) and
+// postgres. Schedule math lives in package cron; every store runs the
 // conformance suite in package backendtest.
 //
 // # Election

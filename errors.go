@@ -26,6 +26,8 @@ var (
 	ErrNotRepairable = errors.New("onetick: not repairable by onetick")
 	// ErrInvalidConfig wraps every configuration error.
 	ErrInvalidConfig = errors.New("onetick: invalid configuration")
+	// ErrUnknownJob is returned by Ops for a job name not in its set.
+	ErrUnknownJob = errors.New("onetick: unknown job")
 )
 
 // HeldError describes who holds the lease when Acquire fails.
@@ -53,6 +55,16 @@ func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 
 func configErr(field, format string, args ...any) error {
 	return &ConfigError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// InputError is bad input to an operation: the CLI exits 2, the HTTP API
+// answers 400. Nothing was changed.
+type InputError struct{ Msg string }
+
+func (e *InputError) Error() string { return e.Msg }
+
+func inputErr(format string, args ...any) error {
+	return &InputError{Msg: fmt.Sprintf(format, args...)}
 }
 
 // ErrDamaged is wrapped by every *DamageError: state the store keeps for

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -15,19 +14,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 )
-
-// ErrUnknownJob is returned by Ops for a job name not in its set.
-var ErrUnknownJob = errors.New("onetick: unknown job")
-
-// InputError is bad input to an operation: the CLI exits 2, the HTTP API
-// answers 400. Nothing was changed.
-type InputError struct{ Msg string }
-
-func (e *InputError) Error() string { return e.Msg }
-
-func inputErr(format string, args ...any) error {
-	return &InputError{Msg: fmt.Sprintf(format, args...)}
-}
 
 // Defaults of Ops.
 const (

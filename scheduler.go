@@ -68,7 +68,9 @@ type Job struct {
 
 // Config configures a Scheduler.
 type Config struct {
-	Backend Backend
+	// Backend is the store; any Backend will do, since a Scheduler calls
+	// only the methods of a SchedulerBackend.
+	Backend SchedulerBackend
 	// Replica is this replica's holder identity; default DefaultHolder().
 	Replica string
 	Jobs    []Job

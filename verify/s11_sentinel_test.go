@@ -32,7 +32,7 @@ import (
 // the control is the same coordinated handover driven through the
 // Sentinels: CLIENT PAUSE WRITE, wait until the replicas have the whole
 // stream, SENTINEL FAILOVER, demote the old primary, unpause.
-var sentinelFaults = []struct{ key, name string }{
+var sentinelFaults = []fault{
 	{"switchover", "coordinated switchover (CLIENT PAUSE WRITE + catch-up + SENTINEL FAILOVER)"},
 	{"failover", "SENTINEL FAILOVER"},
 	{"kill", "kill -9 of the primary"},
@@ -42,19 +42,10 @@ var sentinelFaults = []struct{ key, name string }{
 
 const sentinelRounds = 2
 
-func TestSentinelFailovers(t *testing.T) {
-	for _, mode := range []string{"async", "replicated"} {
-		t.Run(mode, func(t *testing.T) { sentinelRun(t, mode) })
-	}
-}
+func TestSentinelFailovers(t *testing.T) { inModes(t, sentinelRun) }
 
 func sentinelScenario(key, mode string) string {
-	for i, f := range sentinelFaults {
-		if f.key == key {
-			return fmt.Sprintf("11%c. Sentinel: %s, durability %s", 'a'+i, f.name, mode)
-		}
-	}
-	return "11. Sentinel " + key
+	return faultScenario("11", "Sentinel", 'a', sentinelFaults, key, mode)
 }
 
 func sentinelRun(t *testing.T, mode string) {
@@ -69,47 +60,19 @@ func sentinelRun(t *testing.T, mode string) {
 		o.MinReplicasToWrite, o.MinReplicasMaxLag = 1, time.Second
 	}
 	topo := redistest.StartSentinel(t, o)
-	yaml := fmt.Sprintf(`backend:
-  redis:
-    sentinel:
+	yaml := redisTopologyYAML(fmt.Sprintf(`    sentinel:
       primary: %s
       addrs: [%s]
-    prefix: %s
-    durability: %s
-    replicas: 1
-    replication_timeout: 100ms
-`, topo.MasterName(), strings.Join(topo.SentinelAddrs(), ", "), prefix, mode) + topologyLease
+`, topo.MasterName(), strings.Join(topo.SentinelAddrs(), ", ")), mode)
 	client := goredis.NewFailoverClient(topo.FailoverOptions())
-	// The fleet's renewal latency goes to the report's all-runs figure,
-	// not to one fault's row: the same processes live through every fault.
-	f := NewFleetOn(t, "11. Sentinel fleet, durability "+mode, yaml, client, prefix)
-	for i := 1; i <= 3; i++ {
-		f.Start(fmt.Sprintf("r%d", i))
-	}
-	f.WaitLeader(2 * ttl)
-	streams := map[string]string{}
-	var keys []string
-	for _, j := range quickJobs {
-		streams[j] = prefix + ":stream:" + j
-		keys = append(keys, streams[j])
-	}
-	cons := startConsumer(keys, topo.PrimaryAddr, nil, "")
-	defer cons.close()
-	if _, ok := cons.awaitFlow(10*time.Second, time.Time{}, 8, nil); !ok {
-		t.Fatalf("no ticks before the first fault; consumer errors: %v", cons.Errors())
-	}
+	r := startFailoverRun(t, "11. Sentinel fleet, durability "+mode, yaml, client, prefix, topo.PrimaryAddr, nil)
 	Settle(3 * time.Second) // the steady state the faults are compared with
 
 	ctx := context.Background()
-	var events []*faultEvent
 	for _, fault := range sentinelFaults {
 		for round := 1; round <= sentinelRounds; round++ {
 			old := topo.Primary()
-			ev := &faultEvent{Fault: fault.key, Round: round, OldNode: old.Addr()}
-			events = append(events, ev)
-			ev.begin(f)
-			WaitPhase(100 * time.Millisecond) // between two 250 ms slots
-			ev.Start = time.Now()
+			ev := r.begin(fault.key, round, old.Addr())
 			var paused []*redistest.Server
 			switch fault.key {
 			case "switchover":
@@ -139,43 +102,28 @@ func sentinelRun(t *testing.T, mode string) {
 			if err != nil {
 				t.Fatalf("%s round %d: %v", fault.key, round, err)
 			}
-			ev.Switched, ev.NewNode = time.Now(), now.Addr()
+			r.switched(ev, now.Addr())
 			switch fault.key {
 			case "kill", "forced":
 				old.Restart() // empty (no persistence); the Sentinels make it a replica
 			case "sigstop":
 				old.Resume()
 			}
-			first, ok := cons.awaitFlow(30*time.Second, ev.Start, 2, func(from string) bool { return from == now.Addr() })
-			if !ok {
-				t.Fatalf("%s round %d: ticks did not flow again on the new primary %s within 30s; consumer errors: %v",
-					fault.key, round, now.Addr(), tail(cons.Errors(), 5))
-			}
-			ev.FirstNew = first
+			r.firstTick(ev, func(from string) bool { return from == now.Addr() })
 			if err := topo.WaitSettled(90 * time.Second); err != nil {
 				t.Fatalf("%s round %d: the topology did not settle: %v", fault.key, round, err)
 			}
-			// Scheduler recovered: both jobs fire on the settled topology.
-			settled := time.Now()
-			if _, ok := cons.awaitFlow(15*time.Second, settled, 2, nil); !ok {
-				t.Fatalf("%s round %d: ticks did not flow after the topology settled", fault.key, round)
-			}
-			ev.Settled = time.Now()
-			ev.end(f)
-			p := topo.Primary()
-			ev.Lost = checkLoss(t, cons.Entries(), ev.Start.Add(-5*time.Second), streams, func(ctx context.Context, s, start string) ([]goredis.XMessage, error) {
+			var p *redistest.Server // the settled primary, asked once ticks flow again
+			r.settled(ev, func(ctx context.Context, s, start string) ([]goredis.XMessage, error) {
+				if p == nil {
+					p = topo.Primary()
+				}
 				return p.Client().XRange(ctx, s, start, "+").Result()
-			})
-			ev.Note = fmt.Sprintf("settled (replicas in sync, ticks flowing) %s after the fault", fmtDur(ev.Settled.Sub(ev.Start)))
-			Settle(time.Second)
+			}, "settled (replicas in sync, ticks flowing)")
 		}
 	}
-	end := time.Now()
-	cons.close()
-	for _, r := range f.Live() {
-		f.Scrape(r)
-	}
-	steady, stats := analyzeEvents(f, cons.Entries(), events, end)
+	r.finish()
+	steady, cons := r.steady, r.cons
 	t.Logf("steady state before the faults: duplicates %v, missed %v, overlap %s; consumer read errors over the run: %d (last: %v)",
 		steady.Dups, steady.Missed, steady.Overlap, len(cons.Errors()), tail(cons.Errors(), 3))
 	for i, s := range steady.Missed {
@@ -183,27 +131,8 @@ func sentinelRun(t *testing.T, mode string) {
 			t.Errorf("steady state: %s missed %d slots before any fault", i, s)
 		}
 	}
-	for _, fault := range sentinelFaults {
-		row := faultRow(t, sentinelScenario(fault.key, mode), "first tick on the new primary", events, stats, fault.key)
-		if fault.key == "switchover" {
-			if row.Duplicates > 0 {
-				t.Errorf("%s: %d ticks seen twice across the coordinated switchover, want 0", row.Scenario, row.Duplicates)
-			}
-			for _, e := range events {
-				if e.Fault == fault.key && len(e.Lost) > 0 {
-					t.Errorf("%s round %d: the new primary lost %d entries the consumer had seen", row.Scenario, e.Round, len(e.Lost))
-				}
-			}
-			row.Notes = append(row.Notes, fmt.Sprintf("steady state before the first fault: seen twice %d, missed %d; consumer read errors over the whole run (all faults): %d.",
-				steady.Dups[jobQuickMiss]+steady.Dups[jobQuickDup], steady.Missed[jobQuickMiss]+steady.Missed[jobQuickDup], len(cons.Errors())))
-		}
-		AddRow(t, row)
-	}
-}
-
-func tail(s []string, n int) []string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
+	r.addFaultRows(sentinelFaults, func(key string) string { return sentinelScenario(key, mode) }, "first tick on the new primary", "switchover", func(row *Row) {
+		row.Notes = append(row.Notes, fmt.Sprintf("steady state before the first fault: seen twice %d, missed %d; consumer read errors over the whole run (all faults): %d.",
+			steady.Dups[jobQuickMiss]+steady.Dups[jobQuickDup], steady.Missed[jobQuickMiss]+steady.Missed[jobQuickDup], len(cons.Errors())))
+	})
 }

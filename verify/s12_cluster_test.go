@@ -24,29 +24,20 @@ import (
 	otredis "github.com/onetick/onetick/redis"
 )
 
-var clusterFaults = []struct{ key, name string }{
+var clusterFaults = []fault{
 	{"coordinated", "CLUSTER FAILOVER (coordinated)"},
 	{"kill", "kill -9 of the primary of onetick's slot"},
 }
 
 const clusterRounds = 2
 
-func TestClusterFailovers(t *testing.T) {
-	for _, mode := range []string{"async", "replicated"} {
-		t.Run(mode, func(t *testing.T) { clusterRun(t, mode) })
-	}
-}
+func TestClusterFailovers(t *testing.T) { inModes(t, clusterRun) }
 
 func clusterScenario(key, mode string) string {
 	if key == "steady" {
 		return "12a. Cluster: steady state, durability " + mode
 	}
-	for i, f := range clusterFaults {
-		if f.key == key {
-			return fmt.Sprintf("12%c. Cluster: %s, durability %s", 'b'+i, f.name, mode)
-		}
-	}
-	return "12. Cluster " + key
+	return faultScenario("12", "Cluster", 'b', clusterFaults, key, mode)
 }
 
 func clusterRun(t *testing.T, mode string) {
@@ -60,60 +51,33 @@ func clusterRun(t *testing.T, mode string) {
 	}
 	cl := redistest.StartCluster(t, o)
 	tagged := otredis.HashTagged(prefix)
-	yaml := fmt.Sprintf(`backend:
-  redis:
-    cluster:
+	yaml := redisTopologyYAML(fmt.Sprintf(`    cluster:
       addrs: [%s]
-    prefix: %s
-    durability: %s
-    replicas: 1
-    replication_timeout: 100ms
-`, strings.Join(cl.Addrs(), ", "), prefix, mode) + topologyLease
+`, strings.Join(cl.Addrs(), ", ")), mode)
 	newClient := func() *goredis.ClusterClient {
 		co := cl.ClusterOptions()
 		co.ClusterStateReloadInterval = time.Second // as onetick's own client
 		return goredis.NewClusterClient(co)
 	}
-	// Renewal latency: to the all-runs figure (see s11).
-	f := NewFleetOn(t, "12. Cluster fleet, durability "+mode, yaml, newClient(), tagged)
-	for i := 1; i <= 3; i++ {
-		f.Start(fmt.Sprintf("r%d", i))
-	}
-	f.WaitLeader(2 * ttl)
-	streams := map[string]string{}
-	var keys []string
-	for _, j := range quickJobs {
-		streams[j] = tagged + ":stream:" + j
-		keys = append(keys, streams[j])
-	}
 	cc := newClient()
 	defer cc.Close()
-	cons := startConsumer(keys, nil, cc, "")
-	defer cons.close()
-	if _, ok := cons.awaitFlow(10*time.Second, time.Time{}, 8, nil); !ok {
-		t.Fatalf("no ticks; consumer errors: %v", tail(cons.Errors(), 5))
-	}
+	r := startFailoverRun(t, "12. Cluster fleet, durability "+mode, yaml, newClient(), tagged, nil, cc)
 	steadyFrom := time.Now()
 	Settle(8 * time.Second)
 
 	ctx := context.Background()
-	var events []*faultEvent
 	for _, fault := range clusterFaults {
 		for round := 1; round <= clusterRounds; round++ {
 			old := cl.PrimaryFor(tagged)
-			ev := &faultEvent{Fault: fault.key, Round: round, OldNode: old.Addr()}
-			events = append(events, ev)
-			ev.begin(f)
-			WaitPhase(100 * time.Millisecond)
-			ev.Start = time.Now()
+			ev := r.begin(fault.key, round, old.Addr())
 			var repl *redistest.ClusterNode
 			switch fault.key {
 			case "coordinated":
-				r, err := cl.FailoverReplicaOf(ctx, old, redistest.Coordinated)
+				rn, err := cl.FailoverReplicaOf(ctx, old, redistest.Coordinated)
 				if err != nil {
 					t.Fatalf("%s round %d: %v", fault.key, round, err)
 				}
-				repl = r
+				repl = rn
 			case "kill":
 				repl = cl.ReplicasOf(old)[0]
 				old.Kill()
@@ -121,7 +85,7 @@ func clusterRun(t *testing.T, mode string) {
 			if _, err := cl.WaitRole(repl, "master", 60*time.Second); err != nil {
 				t.Fatalf("%s round %d: the replica %s did not take over: %v", fault.key, round, repl.Addr(), err)
 			}
-			ev.Switched, ev.NewNode = time.Now(), repl.Addr()
+			r.switched(ev, repl.Addr())
 			if fault.key == "kill" {
 				old.Restart() // keeps its nodes.conf: rejoins, as a replica of the new primary
 			}
@@ -131,30 +95,14 @@ func clusterRun(t *testing.T, mode string) {
 			if err := cl.WaitHealthy(60 * time.Second); err != nil {
 				t.Fatalf("%s round %d: the cluster did not heal: %v", fault.key, round, err)
 			}
-			first, ok := cons.awaitFlow(30*time.Second, ev.Start, 2, nil)
-			if !ok {
-				t.Fatalf("%s round %d: ticks did not flow again within 30s; consumer errors: %v", fault.key, round, tail(cons.Errors(), 5))
-			}
-			ev.FirstNew = first
-			settled := time.Now()
-			if _, ok := cons.awaitFlow(15*time.Second, settled, 2, nil); !ok {
-				t.Fatalf("%s round %d: ticks did not flow after the cluster healed", fault.key, round)
-			}
-			ev.Settled = time.Now()
-			ev.end(f)
-			ev.Lost = checkLoss(t, cons.Entries(), ev.Start.Add(-5*time.Second), streams, func(ctx context.Context, s, start string) ([]goredis.XMessage, error) {
+			r.firstTick(ev, nil)
+			r.settled(ev, func(ctx context.Context, s, start string) ([]goredis.XMessage, error) {
 				return cc.XRange(ctx, s, start, "+").Result()
-			})
-			ev.Note = fmt.Sprintf("healed (old primary a replica, ticks flowing) %s after the fault", fmtDur(ev.Settled.Sub(ev.Start)))
-			Settle(time.Second)
+			}, "healed (old primary a replica, ticks flowing)")
 		}
 	}
-	end := time.Now()
-	cons.close()
-	for _, r := range f.Live() {
-		f.Scrape(r)
-	}
-	steady, stats := analyzeEvents(f, cons.Entries(), events, end)
+	r.finish()
+	events, steady, cons := r.events, r.steady, r.cons
 	nSteady := 0
 	for _, e := range cons.Entries() {
 		if !e.At.Before(steadyFrom) && e.At.Before(events[0].Start.Add(-time.Second)) {
@@ -173,18 +121,5 @@ func clusterRun(t *testing.T, mode string) {
 		Missed: fmt.Sprintf("%s %d, %s %d", jobQuickMiss, steady.Missed[jobQuickMiss], jobQuickDup, steady.Missed[jobQuickDup]),
 		Notes: []string{fmt.Sprintf("3 primaries with a replica each; onetick's slot (%s) on one primary; %d entries read by the consumer in %s before the first fault; two replicas leading at once %s; consumer read errors over the whole run (all faults): %d.",
 			tagged, nSteady, fmtDur(events[0].Start.Sub(steadyFrom).Round(time.Millisecond)), fmtDur(steady.Overlap), len(cons.Errors()))}})
-	for _, fault := range clusterFaults {
-		row := faultRow(t, clusterScenario(fault.key, mode), "first tick after it", events, stats, fault.key)
-		if fault.key == "coordinated" {
-			if row.Duplicates > 0 {
-				t.Errorf("%s: %d ticks seen twice across CLUSTER FAILOVER, want 0", row.Scenario, row.Duplicates)
-			}
-			for _, e := range events {
-				if e.Fault == fault.key && len(e.Lost) > 0 {
-					t.Errorf("%s round %d: the new primary lost %d entries the consumer had seen", row.Scenario, e.Round, len(e.Lost))
-				}
-			}
-		}
-		AddRow(t, row)
-	}
+	r.addFaultRows(clusterFaults, func(key string) string { return clusterScenario(key, mode) }, "first tick after it", "coordinated", nil)
 }

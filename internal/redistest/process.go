@@ -1,10 +1,8 @@
 package redistest
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -12,10 +10,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/onetick/onetick/testsupport/redisserver"
 )
 
 // readyLine is what redis-server logs once it accepts connections.
-const readyLine = "Ready to accept connections"
+const readyLine = redisserver.ReadyLine
 
 // logLines is how many of a process's last log lines are kept.
 const logLines = 2000
@@ -43,8 +43,7 @@ type Server struct {
 	adminPass string
 
 	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{}
+	proc   *redisserver.Process // nil while not running
 	paused bool
 	log    []string
 }
@@ -72,59 +71,25 @@ func livePids(test string) []int {
 func (s *Server) start() error { return s.launch()() }
 
 // launch runs the binary and returns a function that waits until it is
-// ready; servers that must find each other at once start together.
+// ready; servers that must find each other at once start together. The
+// process dies with the test binary even when the binary is killed (a
+// test timeout, ^C) before its cleanups run.
 func (s *Server) launch() (wait func() error) {
-	cmd := exec.Command(s.bin, s.argv(s.Port)...)
-	cmd.Dir = s.dir
-	// The server dies with the test binary even when the binary is killed
-	// (a test timeout, ^C) before its cleanups run. The signal follows the
-	// OS thread that forked, not the process; the Go runtime retires a
-	// thread only when a goroutine exits while locked to it, which this
-	// package never does.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
+	name := s.tb.Name()
+	p, err := redisserver.Launch(redisserver.Command{
+		Bin: s.bin, Args: s.argv(s.Port), Dir: s.dir, Ready: s.ready, Log: s.appendLog,
+		Started: func(pid int) { live.Store(pid, name) },
+		Exited:  func(pid int) { live.Delete(pid) },
+	})
 	if err != nil {
 		return func() error { return err }
 	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		return func() error { return err }
-	}
-	pid := cmd.Process.Pid
-	live.Store(pid, s.tb.Name())
-	ready := make(chan struct{})
-	done := make(chan struct{})
-	var head strings.Builder // the log until ready, for the error below
-	go func() {
-		sc := bufio.NewScanner(out)
-		signalled := false
-		for sc.Scan() {
-			line := sc.Text()
-			s.appendLog(line)
-			if !signalled {
-				head.WriteString(line + "\n")
-				if strings.Contains(line, s.ready) {
-					signalled = true
-					close(ready)
-				}
-			}
-		}
-		_ = cmd.Wait()
-		live.Delete(pid)
-		close(done)
-	}()
 	return func() error {
-		select {
-		case <-ready:
-		case <-done:
-			return fmt.Errorf("redis-server on port %d exited before it was ready:\n%s", s.Port, head.String())
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			return fmt.Errorf("redis-server on port %d not ready after 20s", s.Port)
+		if err := p.Wait(0); err != nil {
+			return fmt.Errorf("redis-server on port %d: %w", s.Port, err)
 		}
 		s.mu.Lock()
-		s.cmd, s.done, s.paused = cmd, done, false
+		s.proc, s.paused = p, false
 		s.mu.Unlock()
 		return nil
 	}
@@ -152,21 +117,21 @@ func (s *Server) Log() string {
 func (s *Server) Pid() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil {
+	if s.proc == nil {
 		return 0
 	}
-	return s.cmd.Process.Pid
+	return s.proc.Pid()
 }
 
 // Running reports whether the process is alive (paused counts as alive).
 func (s *Server) Running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil {
+	if s.proc == nil {
 		return false
 	}
 	select {
-	case <-s.done:
+	case <-s.proc.Done():
 		return false
 	default:
 		return true
@@ -177,7 +142,7 @@ func (s *Server) Running() bool {
 func (s *Server) Paused() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cmd != nil && s.paused
+	return s.proc != nil && s.paused
 }
 
 // Pause stops the process (SIGSTOP); Resume continues it.
@@ -189,8 +154,8 @@ func (s *Server) Resume() { s.signal(syscall.SIGCONT, false) }
 func (s *Server) signal(sig syscall.Signal, paused bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd != nil {
-		_ = s.cmd.Process.Signal(sig)
+	if s.proc != nil {
+		_ = s.proc.Signal(sig)
 		s.paused = paused
 	}
 }
@@ -198,15 +163,14 @@ func (s *Server) signal(sig syscall.Signal, paused bool) {
 // Kill kills the process (SIGKILL) and waits for it to exit.
 func (s *Server) Kill() {
 	s.mu.Lock()
-	cmd, done := s.cmd, s.done
-	s.cmd, s.paused = nil, false
+	p := s.proc
+	s.proc, s.paused = nil, false
 	s.mu.Unlock()
-	if cmd == nil {
+	if p == nil {
 		return
 	}
-	_ = cmd.Process.Signal(syscall.SIGCONT)
-	_ = cmd.Process.Kill()
-	<-done
+	_ = p.Signal(syscall.SIGCONT)
+	p.Kill()
 }
 
 // Restart kills the server and starts it again on the same port and

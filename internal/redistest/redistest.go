@@ -5,20 +5,22 @@
 // ACL users (User, RequirePass, DisableDefaultUser). StartSentinel gives a
 // primary with replicas watched by Sentinels, StartCluster a Redis Cluster.
 // Every process is killed at the end of the test that started it; a
-// process also dies with the test binary (see start).
+// process also dies with the test binary (see launch). The processes
+// themselves are started by package testsupport/redisserver, which the
+// benchmark harness uses too.
 package redistest
 
 import (
 	"context"
 	"errors"
-	"net"
 	"net/url"
-	"os/exec"
 	"strconv"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/onetick/onetick/testsupport/redisserver"
 )
 
 // Option configures a server started by Start (or a data node of a
@@ -97,8 +99,7 @@ func newServer(tb testing.TB, c *config) *Server {
 		if s.confFile != "" {
 			a = append(a, s.confFile)
 		}
-		a = append(a, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", s.dir, "--logfile", "", "--daemonize", "no")
+		a = append(a, redisserver.BaseArgs(s.dir)...)
 		if s.certs != nil {
 			a = append(a, "--port", "0", "--tls-port", strconv.Itoa(port),
 				"--tls-cert-file", s.certs.ServerCertFile, "--tls-key-file", s.certs.ServerKeyFile,
@@ -124,9 +125,9 @@ func newServer(tb testing.TB, c *config) *Server {
 
 func serverBinary(tb testing.TB) string {
 	tb.Helper()
-	bin, err := exec.LookPath("redis-server")
+	bin, err := redisserver.Binary()
 	if err != nil {
-		tb.Fatalf("redis-server not found on PATH (run `make test`, which installs it): %v", err)
+		tb.Fatalf("redistest: %v", err)
 	}
 	return bin
 }
@@ -165,12 +166,11 @@ func startAll(ss []*Server) error {
 }
 
 func freePort(tb testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := redisserver.FreePort()
 	if err != nil {
-		tb.Fatalf("redistest: free port: %v", err)
+		tb.Fatalf("redistest: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // Addr is host:port.

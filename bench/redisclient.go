@@ -1,120 +1,28 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/onetick/onetick/testsupport/redisserver"
 )
 
-// redisServer is one redis-server process on a free loopback port, started
-// from PATH without persistence. (The main module's internal/redistest
-// cannot be imported from this module.)
-type redisServer struct {
-	Port int
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
+// redisServer is the benchmarks' Redis: one redis-server process on a
+// free loopback port without persistence (see package
+// testsupport/redisserver), with the clients the harness makes for it.
+type redisServer struct{ *redisserver.Server }
 
 func startRedis() (*redisServer, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, fmt.Errorf("redis-server not found on PATH (make bench installs it via make deps): %w", err)
-	}
-	dir, err := os.MkdirTemp("", "onetick-bench-redis-")
+	s, err := redisserver.Start()
 	if err != nil {
 		return nil, err
 	}
-	var last error
-	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		s := &redisServer{Port: port, dir: dir}
-		if last = s.start(bin); last == nil {
-			return s, nil
-		}
-	}
-	return nil, last
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func (s *redisServer) start(bin string) error {
-	cmd := exec.Command(bin, "--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", "", "--daemonize", "no")
-	cmd.Dir = s.dir
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	ready := make(chan struct{})
-	done := make(chan struct{})
-	var logBuf strings.Builder
-	var signalled atomic.Bool
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if signalled.Load() {
-				continue
-			}
-			line := sc.Text()
-			logBuf.WriteString(line + "\n")
-			if strings.Contains(line, "Ready to accept connections") {
-				signalled.Store(true)
-				close(ready)
-			}
-		}
-		_, _ = io.Copy(io.Discard, out)
-		_ = cmd.Wait()
-		close(done)
-	}()
-	select {
-	case <-ready:
-	case <-done:
-		return fmt.Errorf("redis-server on port %d exited before it was ready:\n%s", s.Port, logBuf.String())
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		return fmt.Errorf("redis-server on port %d not ready after 20s", s.Port)
-	}
-	s.cmd, s.done = cmd, done
-	return nil
-}
-
-func (s *redisServer) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
-func (s *redisServer) URL() string  { return "redis://" + s.Addr() + "/0" }
-
-// Stop kills the server and removes its directory.
-func (s *redisServer) Stop() {
-	if s.cmd != nil {
-		_ = s.cmd.Process.Kill()
-		<-s.done
-		s.cmd = nil
-	}
-	_ = os.RemoveAll(s.dir)
+	return &redisServer{s}, nil
 }
 
 // newClient returns a go-redis client that counts its round trips (one per
