@@ -1,0 +1,117 @@
+package memory
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
+)
+
+// TestKitClaimCases sets the memory store's state up for each of the
+// kit's claim cases and runs the real Claim.
+func TestKitClaimCases(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range storekit.ClaimCases() {
+		if c.RecordDamaged {
+			continue // records in memory cannot be damaged
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			b := New(Options{})
+			defer b.Close()
+			g, err := b.Acquire(ctx, "me", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			own := g.Lease.Token()
+			slot := onetick.SlotOf(g.StoreTime) - 10_000
+			if c.Early {
+				slot += onetick.Slot(time.Hour.Milliseconds())
+			}
+			tick := onetick.Tick{Job: "j", Slot: slot, Stream: "s", Retention: time.Hour, OutOfOrder: c.OutOfOrder}
+			b.mu.Lock()
+			if c.Record != storekit.NoRecord {
+				b.ticks[tick.ID()] = tickRecord{token: c.Record.Token(own), expires: g.StoreTime.Add(time.Hour)}
+			}
+			if c.HasLast {
+				b.last["j"] = slot + c.LastDelta
+			}
+			if c.Paused {
+				b.ctl.paused = map[string]onetick.JobControl{"j": {Paused: true,
+					Intervals: []onetick.PauseInterval{{Since: slot.Time().Add(-time.Second)}}}}
+			}
+			b.mu.Unlock()
+			if c.JobDamaged {
+				b.DamageLast("j")
+			}
+			if c.StreamDamaged {
+				b.DamageStream("s")
+			}
+			res, err := b.Claim(ctx, g.Lease, []onetick.Tick{tick})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcomes[0] != c.Want {
+				t.Fatalf("outcome %v, want %v", res.Outcomes[0], c.Want)
+			}
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			wantRec := c.Record.Token(own)
+			if c.Writes != storekit.NoRecord {
+				wantRec = c.Writes.Token(own)
+			}
+			if got := b.ticks[tick.ID()].token; got != wantRec {
+				t.Errorf("record %q, want %q", got, wantRec)
+			}
+			last, has := b.last["j"]
+			if moved := has && last == slot && !(c.HasLast && c.LastDelta == 0); moved != c.Moves {
+				t.Errorf("last-fired %d (set %v): moved %v, want %v", last, has, moved, c.Moves)
+			}
+			if n := len(b.streams["s"]); (n == 1) != c.Appends || n > 1 {
+				t.Errorf("stream holds %d entries, appends %v", n, c.Appends)
+			}
+		})
+	}
+}
+
+// TestKitPauseCases runs the kit's pause cases through the memory
+// store's Pause and Resume.
+func TestKitPauseCases(t *testing.T) {
+	ctx := context.Background()
+	alice := onetick.Actor{Who: "alice", Reason: "why"}
+	for _, pc := range storekit.PauseCases() {
+		t.Run(pc.Name, func(t *testing.T) {
+			b := New(Options{})
+			defer b.Close()
+			do := func(action string, a onetick.Actor) (onetick.JobControl, error) {
+				if action == storekit.ActionPause {
+					return b.Pause(ctx, "j", a)
+				}
+				return b.Resume(ctx, "j", a)
+			}
+			for _, a := range pc.Before {
+				if _, err := do(a, onetick.Actor{Who: "bob"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, err := do(pc.Action, alice)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPauseCase(t, pc, c)
+			log, err := b.ControlLog(ctx, 1)
+			if err != nil || len(log) != 1 || log[0].Action != pc.Action || log[0].Detail != pc.Detail || log[0].Who != "alice" {
+				t.Errorf("control log %+v, %v; want %s %q by alice", log, err, pc.Action, pc.Detail)
+			}
+		})
+	}
+}
+
+func checkPauseCase(t *testing.T, pc storekit.PauseCase, c onetick.JobControl) {
+	t.Helper()
+	if c.Changed != pc.Changed || c.Paused != pc.Paused || len(c.Intervals) != pc.Intervals {
+		t.Errorf("changed %v, paused %v, %d intervals; want %v, %v, %d", c.Changed, c.Paused, len(c.Intervals),
+			pc.Changed, pc.Paused, pc.Intervals)
+	}
+}
