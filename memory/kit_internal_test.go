@@ -57,19 +57,11 @@ func TestKitClaimCases(t *testing.T) {
 			}
 			b.mu.Lock()
 			defer b.mu.Unlock()
-			wantRec := c.Record.Token(own)
-			if c.Writes != storekit.NoRecord {
-				wantRec = c.Writes.Token(own)
-			}
-			if got := b.ticks[tick.ID()].token; got != wantRec {
-				t.Errorf("record %q, want %q", got, wantRec)
-			}
 			last, has := b.last["j"]
-			if moved := has && last == slot && !(c.HasLast && c.LastDelta == 0); moved != c.Moves {
-				t.Errorf("last-fired %d (set %v): moved %v, want %v", last, has, moved, c.Moves)
-			}
-			if n := len(b.streams["s"]); (n == 1) != c.Appends || n > 1 {
-				t.Errorf("stream holds %d entries, appends %v", n, c.Appends)
+			got := storekit.Got{Outcome: res.Outcomes[0], Record: b.ticks[tick.ID()].token, Appended: len(b.streams["s"]),
+				Moved: has && last == slot && (!c.HasLast || c.LastDelta != 0)}
+			if err := c.Check(own, got); err != nil {
+				t.Error(err)
 			}
 		})
 	}
@@ -99,19 +91,16 @@ func TestKitPauseCases(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkPauseCase(t, pc, c)
 			log, err := b.ControlLog(ctx, 1)
-			if err != nil || len(log) != 1 || log[0].Action != pc.Action || log[0].Detail != pc.Detail || log[0].Who != "alice" {
-				t.Errorf("control log %+v, %v; want %s %q by alice", log, err, pc.Action, pc.Detail)
+			if err != nil || len(log) != 1 {
+				t.Fatalf("control log %v, %v", log, err)
+			}
+			if err := pc.Check(c, log[0]); err != nil {
+				t.Error(err)
+			}
+			if log[0].Who != "alice" {
+				t.Errorf("logged by %q", log[0].Who)
 			}
 		})
-	}
-}
-
-func checkPauseCase(t *testing.T, pc storekit.PauseCase, c onetick.JobControl) {
-	t.Helper()
-	if c.Changed != pc.Changed || c.Paused != pc.Paused || len(c.Intervals) != pc.Intervals {
-		t.Errorf("changed %v, paused %v, %d intervals; want %v, %v, %d", c.Changed, c.Paused, len(c.Intervals),
-			pc.Changed, pc.Paused, pc.Intervals)
 	}
 }

@@ -1,6 +1,10 @@
 package storekit
 
-import "github.com/onetick/onetick"
+import (
+	"fmt"
+
+	"github.com/onetick/onetick"
+)
 
 // The table of cases: the kit's tests check Decide, Pause and Resume
 // against it, and each store's tests set its state up for every case and
@@ -111,6 +115,34 @@ func ClaimCases() []ClaimCase {
 	}
 }
 
+// Got is what a store's claim did in a case: its outcome, the tick's
+// record afterwards (its token, "" for none), whether the job's
+// last-fired slot is the tick's after the claim while it was not before,
+// and how many entries the stream gained.
+type Got struct {
+	Outcome  onetick.Outcome
+	Record   string
+	Moved    bool
+	Appended int
+}
+
+// Check compares what a store's claim did with the case, for the term
+// whose lease token is own; the error says what differs.
+func (c ClaimCase) Check(own string, g Got) error {
+	rec := c.Record.Token(own)
+	if c.Writes != NoRecord {
+		rec = c.Writes.Token(own)
+	}
+	want := Got{Outcome: c.Want, Record: rec, Moved: c.Moves}
+	if c.Appends {
+		want.Appended = 1
+	}
+	if g != want {
+		return fmt.Errorf("claim did %+v, want %+v", g, want)
+	}
+	return nil
+}
+
 // PauseCase is a pause or resume of a job after the actions Before
 // (each ActionPause or ActionResume), and what it answers: the control
 // log's detail, Changed, Paused and how many intervals the job keeps.
@@ -139,4 +171,18 @@ func PauseCases() []PauseCase {
 		{Name: "pause resumed", Before: []string{ActionPause, ActionResume}, Action: ActionPause, Changed: true, Paused: true, Intervals: 2},
 		{Name: "pause beyond the most intervals", Before: many, Action: ActionPause, Changed: true, Paused: true, Intervals: MaxIntervals},
 	}
+}
+
+// Check compares a store's answer to the case's pause or resume, and the
+// newest record of its control log, with the case; the error says what
+// differs.
+func (pc PauseCase) Check(c onetick.JobControl, log onetick.ControlRecord) error {
+	if c.Changed != pc.Changed || c.Paused != pc.Paused || len(c.Intervals) != pc.Intervals {
+		return fmt.Errorf("changed %v, paused %v, %d intervals; want %v, %v, %d", c.Changed, c.Paused, len(c.Intervals),
+			pc.Changed, pc.Paused, pc.Intervals)
+	}
+	if log.Action != pc.Action || log.Detail != pc.Detail {
+		return fmt.Errorf("control log %s %q, want %s %q", log.Action, log.Detail, pc.Action, pc.Detail)
+	}
+	return nil
 }
