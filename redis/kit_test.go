@@ -121,30 +121,15 @@ func TestKitPauseCases(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			do := func(action string, a onetick.Actor) (onetick.JobControl, error) {
-				if action == storekit.ActionPause {
-					return b.Pause(ctx, "j", a)
-				}
-				return b.Resume(ctx, "j", a)
-			}
-			for _, a := range pc.Before {
-				if _, err := do(a, onetick.Actor{Who: "bob"}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			c, err := do(pc.Action, alice)
+			c, log, err := pc.Run(ctx, b, alice, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			log, err := b.ControlLog(ctx, 1)
-			if err != nil || len(log) != 1 {
-				t.Fatalf("control log %v, %v", log, err)
-			}
-			if err := pc.Check(c, log[0]); err != nil {
+			if err := pc.Check(c, log); err != nil {
 				t.Error(err)
 			}
-			if log[0].Who != "alice" {
-				t.Errorf("logged by %q", log[0].Who)
+			if log.Who != "alice" {
+				t.Errorf("logged by %q", log.Who)
 			}
 		})
 	}

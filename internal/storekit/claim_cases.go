@@ -53,7 +53,8 @@ type ClaimCase struct {
 	LastDelta onetick.Slot
 	// Paused: the tick's slot falls in an open pause interval of its job.
 	Paused bool
-	// JobDamaged: the job's last-fired slot does not parse.
+	// JobDamaged: the job's last-fired slot (or, where a store keeps
+	// them apart, its pause intervals) is damaged.
 	JobDamaged bool
 	// StreamDamaged: the stream holds another type.
 	StreamDamaged bool
@@ -139,50 +140,6 @@ func (c ClaimCase) Check(own string, g Got) error {
 	}
 	if g != want {
 		return fmt.Errorf("claim did %+v, want %+v", g, want)
-	}
-	return nil
-}
-
-// PauseCase is a pause or resume of a job after the actions Before
-// (each ActionPause or ActionResume), and what it answers: the control
-// log's detail, Changed, Paused and how many intervals the job keeps.
-type PauseCase struct {
-	Name      string
-	Before    []string
-	Action    string
-	Detail    string
-	Changed   bool
-	Paused    bool
-	Intervals int
-}
-
-// PauseCases returns the pause rules' table of cases.
-func PauseCases() []PauseCase {
-	var many []string
-	for range MaxIntervals + 1 {
-		many = append(many, ActionPause, ActionResume)
-	}
-	return []PauseCase{
-		{Name: "pause", Action: ActionPause, Changed: true, Paused: true, Intervals: 1},
-		{Name: "pause paused", Before: []string{ActionPause}, Action: ActionPause, Detail: AlreadyPaused, Paused: true, Intervals: 1},
-		{Name: "resume", Before: []string{ActionPause}, Action: ActionResume, Changed: true, Intervals: 1},
-		{Name: "resume never paused", Action: ActionResume, Detail: WasNotPaused},
-		{Name: "resume resumed", Before: []string{ActionPause, ActionResume}, Action: ActionResume, Detail: WasNotPaused, Intervals: 1},
-		{Name: "pause resumed", Before: []string{ActionPause, ActionResume}, Action: ActionPause, Changed: true, Paused: true, Intervals: 2},
-		{Name: "pause beyond the most intervals", Before: many, Action: ActionPause, Changed: true, Paused: true, Intervals: MaxIntervals},
-	}
-}
-
-// Check compares a store's answer to the case's pause or resume, and the
-// newest record of its control log, with the case; the error says what
-// differs.
-func (pc PauseCase) Check(c onetick.JobControl, log onetick.ControlRecord) error {
-	if c.Changed != pc.Changed || c.Paused != pc.Paused || len(c.Intervals) != pc.Intervals {
-		return fmt.Errorf("changed %v, paused %v, %d intervals; want %v, %v, %d", c.Changed, c.Paused, len(c.Intervals),
-			pc.Changed, pc.Paused, pc.Intervals)
-	}
-	if log.Action != pc.Action || log.Detail != pc.Detail {
-		return fmt.Errorf("control log %s %q, want %s %q", log.Action, log.Detail, pc.Action, pc.Detail)
 	}
 	return nil
 }
