@@ -34,7 +34,9 @@ func (b *Backend) Resume(ctx context.Context, job string, a onetick.Actor) (onet
 }
 
 // control applies rule (storekit.Pause or Resume) to job's control state
-// and logs it as action; a change bumps the controls' version.
+// and logs it as action; every pause, and a resume of a paused job, bumps
+// the controls' version. The state kept has Changed false: Changed
+// belongs to the answer.
 func (b *Backend) control(ctx context.Context, job string, a onetick.Actor, action string,
 	rule func(onetick.JobControl, time.Time, onetick.Actor) (onetick.JobControl, string)) (onetick.JobControl, error) {
 	now, err := b.lock(ctx)
