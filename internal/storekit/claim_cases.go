@@ -1,7 +1,9 @@
 package storekit
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/onetick/onetick"
 )
@@ -114,6 +116,33 @@ func ClaimCases() []ClaimCase {
 		{Name: "stream damaged out of order", StreamDamaged: true, OutOfOrder: true, Want: onetick.Broken},
 		{Name: "records damaged", RecordDamaged: true, Want: onetick.Broken},
 	}
+}
+
+// Tick is the case's tick for a store whose time is now: of job "j",
+// stream "s", at a slot ten seconds past (an hour ahead when Early),
+// kept an hour.
+func (c ClaimCase) Tick(now time.Time) onetick.Tick {
+	slot := onetick.SlotOf(now) - 10_000
+	if c.Early {
+		slot += onetick.Slot(time.Hour.Milliseconds())
+	}
+	return onetick.Tick{Job: "j", Slot: slot, Stream: "s", Retention: time.Hour, OutOfOrder: c.OutOfOrder}
+}
+
+// Start acquires store l's lease for holder "me" and returns it, with
+// the case's tick at the store's time.
+func (c ClaimCase) Start(ctx context.Context, l onetick.Leaser) (onetick.Lease, onetick.Tick, error) {
+	g, err := l.Acquire(ctx, "me", time.Minute)
+	if err != nil {
+		return onetick.Lease{}, onetick.Tick{}, err
+	}
+	return g.Lease, c.Tick(g.StoreTime), nil
+}
+
+// Moved reports whether the claim of tick t moved its job's last-fired
+// slot, which is last after the claim (has: the job has one).
+func (c ClaimCase) Moved(t onetick.Tick, last onetick.Slot, has bool) bool {
+	return has && last == t.Slot && (!c.HasLast || c.LastDelta != 0)
 }
 
 // Got is what a store's claim did in a case: its outcome, the tick's

@@ -82,3 +82,17 @@ func (pc PauseCase) Run(ctx context.Context, ctl onetick.Controller, a onetick.A
 	}
 	return c, log[0], nil
 }
+
+// Verify runs the case on store ctl (see Run) and checks the answer, the
+// control log and who it names.
+func (pc PauseCase) Verify(ctx context.Context, ctl onetick.Controller, between func()) error {
+	a := onetick.Actor{Who: "alice", Reason: "why"}
+	c, log, err := pc.Run(ctx, ctl, a, between)
+	if err != nil {
+		return err
+	}
+	if log.Who != a.Who {
+		return fmt.Errorf("control log names %q, want %q", log.Who, a.Who)
+	}
+	return pc.Check(c, log)
+}
