@@ -12,7 +12,9 @@
 //   - the pause rules (Pause, Resume, DropPassed, MaxIntervals) and the
 //     control log's words (AlreadyPaused, WasNotPaused);
 //   - the enqueue of triggers and backfills (Manual): one job's ticks of
-//     one kind, the per-tick decision and the control log's detail.
+//     one kind, the per-tick decision and the control log's detail;
+//   - the worker store's Begin, Finish and Heartbeat over the primitives
+//     of one transaction (work*.go).
 //
 // A store uses it as an adapter: inside its own atomic step it reads
 // what a View asks for, calls Decide, and applies the Decision to its
