@@ -2,10 +2,11 @@ package memory
 
 import (
 	"context"
-	"errors"
-	"strconv"
+	"fmt"
+	"time"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 )
 
 // controls is the memory backend's control state.
@@ -14,8 +15,6 @@ type controls struct {
 	log     []onetick.ControlRecord // newest first
 	version int64
 }
-
-const maxIntervals = 16
 
 func (b *Backend) logControl(r onetick.ControlRecord) {
 	b.ctl.log = append([]onetick.ControlRecord{r}, b.ctl.log...)
@@ -26,54 +25,36 @@ func (b *Backend) logControl(r onetick.ControlRecord) {
 
 // Pause implements onetick.Controller.
 func (b *Backend) Pause(ctx context.Context, job string, a onetick.Actor) (onetick.JobControl, error) {
-	now, err := b.lock(ctx)
-	if err != nil {
-		return onetick.JobControl{}, err
-	}
-	defer b.mu.Unlock()
-	c := b.ctl.paused[job]
-	detail := ""
-	if c.Paused {
-		detail = "already paused"
-	} else {
-		c.Intervals = append(append([]onetick.PauseInterval(nil), c.Intervals...), onetick.PauseInterval{Since: now.UTC()})
-		if n := len(c.Intervals); n > maxIntervals {
-			c.Intervals = c.Intervals[n-maxIntervals:]
-		}
-	}
-	c.Paused, c.Actor, c.At, c.Changed = true, a, now.UTC(), detail == ""
-	if b.ctl.paused == nil {
-		b.ctl.paused = map[string]onetick.JobControl{}
-	}
-	b.ctl.paused[job] = c
-	b.logControl(onetick.ControlRecord{Action: "pause", Job: job, Who: a.Who, Reason: a.Reason, At: now.UTC(), Detail: detail})
-	b.ctl.version++
-	return c, nil
+	return b.control(ctx, job, a, storekit.ActionPause, storekit.Pause)
 }
 
 // Resume implements onetick.Controller.
 func (b *Backend) Resume(ctx context.Context, job string, a onetick.Actor) (onetick.JobControl, error) {
+	return b.control(ctx, job, a, storekit.ActionResume, storekit.Resume)
+}
+
+// control applies rule (storekit.Pause or Resume) to job's control state
+// and logs it as action; every pause, and a resume of a paused job, bumps
+// the controls' version. The state kept has Changed false: Changed
+// belongs to the answer.
+func (b *Backend) control(ctx context.Context, job string, a onetick.Actor, action string,
+	rule func(onetick.JobControl, time.Time, onetick.Actor) (onetick.JobControl, string)) (onetick.JobControl, error) {
 	now, err := b.lock(ctx)
 	if err != nil {
 		return onetick.JobControl{}, err
 	}
 	defer b.mu.Unlock()
-	c, ok := b.ctl.paused[job]
-	if !ok || !c.Paused {
-		b.logControl(onetick.ControlRecord{Action: "resume", Job: job, Who: a.Who, Reason: a.Reason, At: now.UTC(), Detail: "was not paused"})
-		c.Changed = false
+	c, detail := rule(b.ctl.paused[job], now, a)
+	b.logControl(onetick.ControlRecord{Action: action, Job: job, Who: a.Who, Reason: a.Reason, At: now.UTC(), Detail: detail})
+	if detail == storekit.WasNotPaused {
 		return c, nil
 	}
-	iv := append([]onetick.PauseInterval(nil), c.Intervals...)
-	last := &iv[len(iv)-1]
-	last.Until = now.UTC()
-	if last.Until.Before(last.Since) {
-		last.Until = last.Since
+	if b.ctl.paused == nil {
+		b.ctl.paused = map[string]onetick.JobControl{}
 	}
-	c.Intervals, c.Paused, c.Actor, c.At = iv, false, a, now.UTC()
-	b.ctl.paused[job] = c
-	c.Changed = true
-	b.logControl(onetick.ControlRecord{Action: "resume", Job: job, Who: a.Who, Reason: a.Reason, At: now.UTC()})
+	stored := c
+	stored.Changed = false
+	b.ctl.paused[job] = stored
 	b.ctl.version++
 	return c, nil
 }
@@ -104,9 +85,9 @@ func (b *Backend) ControlsVersion(ctx context.Context) (int64, error) {
 }
 
 // pausedLocked reports whether job's in-order slot s is paused.
-func (b *Backend) pausedLocked(job string, s onetick.Slot) bool {
+func (b *Backend) pausedLocked(job string, s onetick.Slot) (bool, error) {
 	c, ok := b.ctl.paused[job]
-	return ok && c.PausedAt(s)
+	return ok && c.PausedAt(s), nil
 }
 
 // dropPassedLocked drops the pause intervals of job that no in-order slot
@@ -116,21 +97,15 @@ func (b *Backend) dropPassedLocked(job string, last onetick.Slot) {
 	if !ok {
 		return
 	}
-	var kept []onetick.PauseInterval
-	for _, p := range c.Intervals {
-		if p.Until.IsZero() || last < onetick.SlotOf(p.Until)-1 {
-			kept = append(kept, p)
-		}
-	}
-	if len(kept) == len(c.Intervals) {
-		return
-	}
-	c.Intervals = kept
-	if len(kept) == 0 {
+	kept := storekit.DropPassed(c.Intervals, last)
+	switch {
+	case len(kept) == len(c.Intervals):
+	case len(kept) == 0:
 		delete(b.ctl.paused, job)
-		return
+	default:
+		c.Intervals = kept
+		b.ctl.paused[job] = c
 	}
-	b.ctl.paused[job] = c
 }
 
 // Enqueue implements onetick.Controller.
@@ -143,54 +118,26 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 		return onetick.ClaimResult{}, err
 	}
 	defer b.mu.Unlock()
-	job, trigger := ticks[0].Job, ticks[0].Key != ""
-	for _, t := range ticks {
-		if t.Job != job || (t.Key != "") != trigger {
-			return onetick.ClaimResult{}, errors.New("memory: one Enqueue takes the triggers or the backfill of one job")
-		}
+	m, err := storekit.Manual(ticks, a)
+	if err != nil {
+		return onetick.ClaimResult{}, fmt.Errorf("memory: %w", err)
 	}
 	res := onetick.ClaimResult{Outcomes: make([]onetick.Outcome, len(ticks)), StoreTime: now}
 	limit := onetick.SlotOf(now.Add(b.opts.ClockTolerance))
-	token := "manual|" + a.Who
 	n := 0
 	for i, t := range ticks {
-		kind := onetick.KindBackfill
-		if trigger {
-			kind = onetick.KindTrigger
-			t.Slot = onetick.SlotOf(now)
-		}
+		t.Slot = m.Slot(t, onetick.SlotOf(now))
 		id := t.ID()
-		rec, seen := b.ticks[id]
-		if seen && !now.Before(rec.expires) {
-			delete(b.ticks, id)
-			seen = false
-		}
-		switch {
-		case !trigger && t.Slot > limit:
-			res.Outcomes[i] = onetick.Early
-		case seen:
-			res.Outcomes[i] = onetick.Duplicate
-		case b.dmg.stream[t.Stream] != nil:
-			res.Outcomes[i] = onetick.Broken
-			if res.Damaged == nil {
-				res.Damaged = map[int]*onetick.DamageError{}
-			}
-			d := *b.dmg.stream[t.Stream]
-			d.Job = job
-			res.Damaged[i] = &d
-		default:
-			b.ticks[id] = tickRecord{token: token, expires: now.Add(t.Retention)}
-			b.appendLocked(now, t, id, onetick.TickRecord{Epoch: b.epoch, Replica: token, Kind: kind})
-			res.Outcomes[i] = onetick.Claimed
+		_, seen := b.recordLocked(now, id)
+		d := m.Decide(t.Slot, limit, seen, b.dmg.stream[t.Stream])
+		if d.Append {
+			b.ticks[id] = tickRecord{token: d.Record, expires: now.Add(t.Retention)}
+			b.appendLocked(now, t, id, onetick.TickRecord{Epoch: b.epoch, Replica: m.Token, Kind: m.Kind})
 			n++
 		}
+		d.Answer(&res, i)
 	}
-	action, detail := onetick.KindBackfill, ticks[0].Slot.String()+" .. "+ticks[len(ticks)-1].Slot.String()
-	if trigger {
-		action, detail = onetick.KindTrigger, ticks[0].ID()
-	}
-	b.logControl(onetick.ControlRecord{Action: action, Job: job, Who: a.Who, Reason: a.Reason, At: now.UTC(),
-		Detail: detail + " (" + strconv.Itoa(n) + " of " + strconv.Itoa(len(ticks)) + " enqueued)"})
+	b.logControl(m.Record(ticks, a, now, n))
 	return res, nil
 }
 

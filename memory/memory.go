@@ -15,6 +15,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 )
 
 // ErrClosed is returned by every method after Close.
@@ -298,52 +299,22 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 	token := l.Token()
 	limit := onetick.SlotOf(now.Add(b.opts.ClockTolerance))
 	res := onetick.ClaimResult{Outcomes: make([]onetick.Outcome, len(ticks)), StoreTime: now}
-	broken := func(i int, d *onetick.DamageError) {
-		res.Outcomes[i] = onetick.Broken
-		if res.Damaged == nil {
-			res.Damaged = map[int]*onetick.DamageError{}
-		}
-		c := *d
-		c.Job = ticks[i].Job
-		res.Damaged[i] = &c
-	}
 	for i, t := range ticks {
 		id := t.ID()
-		rec, seen := b.ticks[id]
-		if seen && !now.Before(rec.expires) {
-			delete(b.ticks, id)
-			seen = false
-		}
+		rec, seen := b.recordLocked(now, id)
 		last, hasLast := b.last[t.Job]
-		switch {
-		case t.Slot > limit:
-			res.Outcomes[i] = onetick.Early
-		case seen && rec.token == token:
-			res.Outcomes[i] = onetick.Claimed // a retry of this term's own claim
-		case seen && rec.token == token+"|p":
-			res.Outcomes[i] = onetick.Paused // a retry of this term's paused answer
-		case seen:
-			res.Outcomes[i] = onetick.Duplicate
-		case !t.OutOfOrder && b.dmg.lastJob[t.Job] != nil:
-			broken(i, b.dmg.lastJob[t.Job])
-		case !t.OutOfOrder && hasLast && t.Slot <= last:
-			res.Outcomes[i] = onetick.Duplicate
-		case !t.OutOfOrder && b.pausedLocked(t.Job, t.Slot):
-			// Accounted for, never appended; the record lets a retry of
-			// this claim answer paused again.
-			b.ticks[id] = tickRecord{token: token + "|p", expires: now.Add(t.Retention)}
-			b.last[t.Job] = t.Slot
-			res.Outcomes[i] = onetick.Paused
-		case b.dmg.stream[t.Stream] != nil:
-			broken(i, b.dmg.stream[t.Stream])
-		default:
-			b.ticks[id] = tickRecord{token: token, expires: now.Add(t.Retention)}
-			if !t.OutOfOrder {
-				b.last[t.Job] = t.Slot
-			}
-			b.appendLocked(now, t, id, onetick.TickRecord{Epoch: l.Epoch, Replica: l.Holder})
-			res.Outcomes[i] = onetick.Claimed
+		d, _ := storekit.Decide(t, token, limit, storekit.View{Seen: seen, Record: rec.token, HasLast: hasLast, Last: last,
+			JobDamage: b.dmg.lastJob[t.Job], Paused: b.pausedLocked, StreamDamage: b.dmg.stream[t.Stream]})
+		if d.Record != "" {
+			b.ticks[id] = tickRecord{token: d.Record, expires: now.Add(t.Retention)}
 		}
+		if d.Move {
+			b.last[t.Job] = t.Slot
+		}
+		if d.Append {
+			b.appendLocked(now, t, id, onetick.TickRecord{Epoch: l.Epoch, Replica: l.Holder})
+		}
+		d.Answer(&res, i)
 	}
 	for _, t := range ticks {
 		if last, ok := b.last[t.Job]; ok && b.dmg.lastJob[t.Job] == nil {
@@ -351,6 +322,17 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 		}
 	}
 	return res, nil
+}
+
+// recordLocked returns tick id's record unless it expired (then it is
+// deleted).
+func (b *Backend) recordLocked(now time.Time, id string) (tickRecord, bool) {
+	rec, seen := b.ticks[id]
+	if seen && !now.Before(rec.expires) {
+		delete(b.ticks, id)
+		return tickRecord{}, false
+	}
+	return rec, seen
 }
 
 // appendLocked appends tick t (identity id) to its stream; r carries the

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 )
 
 // record is a tick record as the claim reads it.
@@ -19,6 +20,16 @@ type record struct {
 	holder string
 	epoch  int64
 	paused bool
+}
+
+// token is the record's token as the kit compares it: the claiming
+// term's lease token, storekit.PausedToken of it for a paused answer.
+func (r record) token() string {
+	t := onetick.Lease{Holder: r.holder, Epoch: onetick.Epoch(r.epoch)}.Token()
+	if r.paused {
+		return storekit.PausedToken(t)
+	}
+	return t
 }
 
 // wtick is one tick a claim or an enqueue writes: its record, and its
@@ -76,45 +87,29 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 		if err != nil {
 			return err
 		}
-		limit := now + b.opts.ClockTolerance.Milliseconds()
+		limit := onetick.Slot(now + b.opts.ClockTolerance.Milliseconds())
+		token := l.Token()
+		paused := func(job string, s onetick.Slot) (bool, error) {
+			return onetick.JobControl{Intervals: st.pauses[job]}.PausedAt(s), nil
+		}
 		var plan []wtick
 		for i := range ticks {
 			t := &ticks[i]
-			id, slot := t.ID(), int64(t.Slot)
-			rec, recorded := st.recs[id]
+			id := t.ID()
+			rec, seen := st.recs[id]
 			last, hasLast := st.last[t.Job]
-			switch {
-			case slot > limit:
-				res.Outcomes[i] = onetick.Early
-			case recorded:
-				switch {
-				case rec.holder != l.Holder || rec.epoch != int64(l.Epoch):
-					res.Outcomes[i] = onetick.Duplicate
-				case rec.paused:
-					res.Outcomes[i] = onetick.Paused
-				default:
-					res.Outcomes[i] = onetick.Claimed // this term's own tick: a retry
-				}
-			case !t.OutOfOrder && st.badPause[t.Job] != nil:
-				res.Outcomes[i] = onetick.Broken
-				if res.Damaged == nil {
-					res.Damaged = map[int]*onetick.DamageError{}
-				}
-				res.Damaged[i] = st.badPause[t.Job]
-			case !t.OutOfOrder && hasLast && slot <= last:
-				res.Outcomes[i] = onetick.Duplicate
-			default:
-				paused := !t.OutOfOrder && pausedAt(st.pauses[t.Job], slot)
-				res.Outcomes[i] = onetick.Claimed
-				if paused {
-					res.Outcomes[i] = onetick.Paused
-				}
-				st.recs[id] = record{holder: l.Holder, epoch: int64(l.Epoch), paused: paused}
-				if !t.OutOfOrder {
-					st.last[t.Job] = slot
-				}
-				plan = append(plan, wtick{t: t, id: id, slot: slot, keep: keepFor(slot, now, t.Retention), paused: paused, ooo: t.OutOfOrder})
+			d, _ := storekit.Decide(*t, token, limit, storekit.View{Seen: seen, Record: rec.token(), HasLast: hasLast,
+				Last: onetick.Slot(last), JobDamage: st.badPause[t.Job], Paused: paused})
+			d.Answer(&res, i)
+			if d.Record == "" {
+				continue
 			}
+			st.recs[id] = record{holder: l.Holder, epoch: int64(l.Epoch), paused: !d.Append}
+			if d.Move {
+				st.last[t.Job] = int64(t.Slot)
+			}
+			plan = append(plan, wtick{t: t, id: id, slot: int64(t.Slot), keep: keepFor(int64(t.Slot), now, t.Retention),
+				paused: !d.Append, ooo: !d.Move})
 		}
 		if len(plan) == 0 {
 			return nil
@@ -400,10 +395,6 @@ func fmtIntervals(raw [][2]*int64) string {
 		}
 	}
 	return sb.String()
-}
-
-func pausedAt(iv []onetick.PauseInterval, slot int64) bool {
-	return onetick.JobControl{Intervals: iv}.PausedAt(onetick.Slot(slot))
 }
 
 // keepFor is until when (store ms) the record of a tick at slot, written

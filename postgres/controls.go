@@ -2,17 +2,14 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 )
-
-// maxIntervals bounds the pause intervals kept per job, as in Redis.
-const maxIntervals = 16
 
 // Pause implements onetick.Controller.
 func (b *Backend) Pause(ctx context.Context, job string, a onetick.Actor) (onetick.JobControl, error) {
@@ -40,29 +37,26 @@ func (b *Backend) control(ctx context.Context, job string, a onetick.Actor, paus
 		if err := tx.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&at); err != nil {
 			return err
 		}
-		now := onetick.SlotOf(at)
-		open := len(iv) > 0 && iv[len(iv)-1].Until.IsZero()
-		action, detail := "resume", ""
+		rule, action := storekit.Resume, storekit.ActionResume
+		if pause {
+			rule, action = storekit.Pause, storekit.ActionPause
+		}
+		next, detail := rule(onetick.JobControl{Intervals: iv}, at, a)
 		batch := &pgx.Batch{}
-		switch {
-		case pause && open:
-			action, detail = "pause", "already paused"
+		switch p := next.Intervals; {
+		case !next.Changed:
 		case pause:
-			action = "pause"
 			// A pause in the millisecond a resume closed reopens that
 			// (empty) interval.
 			batch.Queue(b.q(`INSERT INTO {s}.pauses (job, since_ms) VALUES ($1, $2)
-				ON CONFLICT (job, since_ms) DO UPDATE SET until_ms = NULL`), job, int64(now))
+				ON CONFLICT (job, since_ms) DO UPDATE SET until_ms = NULL`), job, p[len(p)-1].Since.UnixMilli())
 			batch.Queue(b.q(`DELETE FROM {s}.pauses WHERE job = $1 AND since_ms < (SELECT since_ms FROM {s}.pauses
-				WHERE job = $1 ORDER BY since_ms DESC OFFSET $2 LIMIT 1)`), job, maxIntervals-1)
-			c.Changed = true
-		case !open:
-			detail = "was not paused"
+				WHERE job = $1 ORDER BY since_ms DESC OFFSET $2 LIMIT 1)`), job, storekit.MaxIntervals-1)
 		default:
-			batch.Queue(b.q(`UPDATE {s}.pauses SET until_ms = greatest($2, since_ms) WHERE job = $1 AND until_ms IS NULL`), job, int64(now))
-			c.Changed = true
+			batch.Queue(b.q(`UPDATE {s}.pauses SET until_ms = $2 WHERE job = $1 AND until_ms IS NULL`), job, p[len(p)-1].Until.UnixMilli())
 		}
-		if pause || c.Changed {
+		c.Changed = next.Changed
+		if detail != storekit.WasNotPaused {
 			batch.Queue(b.q(`INSERT INTO {s}.job_controls (job, paused, who, reason, at) VALUES ($1, $2, $3, $4, $5)
 				ON CONFLICT (job) DO UPDATE SET paused = excluded.paused, who = excluded.who, reason = excluded.reason, at = excluded.at`),
 				job, pause, a.Who, a.Reason, at)
@@ -158,26 +152,12 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 	if len(ticks) == 0 {
 		return onetick.ClaimResult{}, nil
 	}
-	job, action := ticks[0].Job, onetick.KindBackfill
-	if ticks[0].Key != "" {
-		action = onetick.KindTrigger
+	m, err := storekit.Manual(ticks, a)
+	if err != nil {
+		return onetick.ClaimResult{}, fmt.Errorf("postgres: %w", err)
 	}
-	for _, t := range ticks {
-		kind := onetick.KindBackfill
-		if t.Key != "" {
-			kind = onetick.KindTrigger
-		}
-		if t.Job != job || kind != action {
-			return onetick.ClaimResult{}, errors.New("postgres: one Enqueue takes the triggers or the backfill of one job")
-		}
-	}
-	detail := ticks[0].ID()
-	if action == onetick.KindBackfill {
-		detail = ticks[0].Slot.String() + " .. " + ticks[len(ticks)-1].Slot.String()
-	}
-	token := "manual|" + a.Who
 	var res onetick.ClaimResult
-	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		var now, epoch int64
 		var at time.Time
 		if err := tx.QueryRow(ctx, b.q(`SELECT clock_timestamp(), {s}.ms(clock_timestamp()),
@@ -198,28 +178,21 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 			return err
 		}
 		res = onetick.ClaimResult{StoreTime: msTime(now), Outcomes: make([]onetick.Outcome, len(ticks))}
-		limit := now + b.opts.ClockTolerance.Milliseconds()
+		limit := onetick.Slot(now + b.opts.ClockTolerance.Milliseconds())
 		var plan []wtick
 		for i := range ticks {
 			t := &ticks[i]
-			w := wtick{t: t, id: ids[i], slot: int64(t.Slot), keep: keepFor(int64(t.Slot), now, t.Retention), ooo: true, kind: action}
-			if action == onetick.KindTrigger {
-				w.slot, w.keep = now, keepFor(now, now, t.Retention)
-			}
-			switch {
-			case action == onetick.KindBackfill && w.slot > limit:
-				res.Outcomes[i] = onetick.Early
-			case seen[w.id]:
-				res.Outcomes[i] = onetick.Duplicate
-			default:
-				seen[w.id] = true
-				res.Outcomes[i] = onetick.Claimed
-				plan = append(plan, w)
+			slot := m.Slot(*t, onetick.Slot(now))
+			d := m.Decide(slot, limit, seen[ids[i]], nil)
+			d.Answer(&res, i)
+			if d.Append {
+				seen[ids[i]] = true
+				plan = append(plan, wtick{t: t, id: ids[i], slot: int64(slot), keep: keepFor(int64(slot), now, t.Retention), ooo: true, kind: m.Kind})
 			}
 		}
 		n := 0
 		if len(plan) > 0 {
-			wr, err := b.writeTicks(ctx, tx, plan, token, epoch, token, now, nil)
+			wr, err := b.writeTicks(ctx, tx, plan, m.Token, epoch, m.Token, now, nil)
 			if err != nil {
 				return err
 			}
@@ -232,8 +205,9 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 				}
 			}
 		}
+		r := m.Record(ticks, a, at, n)
 		_, err = tx.Exec(ctx, b.q(`INSERT INTO {s}.control_log (action, job, who, reason, at, detail) VALUES ($1, $2, $3, $4, $5, $6)`),
-			action, job, a.Who, a.Reason, at, fmt.Sprintf("%s (%d of %d enqueued)", detail, n, len(ticks)))
+			r.Action, r.Job, r.Who, r.Reason, at, r.Detail)
 		return err
 	})
 	if err != nil {

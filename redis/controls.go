@@ -11,12 +11,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 )
-
-// maxIntervals bounds the pause intervals kept per job; the claim drops
-// those the job's last-fired slot has passed, so more only pile up for a
-// job paused and resumed often while no leader claims its slots.
-const maxIntervals = 16
 
 func (b *Backend) controlKeys() []string {
 	return []string{b.paused, b.control, b.log, b.version}
@@ -33,7 +29,7 @@ func (b *Backend) Resume(ctx context.Context, job string, a onetick.Actor) (onet
 }
 
 func (b *Backend) pauseOrResume(ctx context.Context, s *goredis.Script, job string, a onetick.Actor) (onetick.JobControl, error) {
-	v, err := s.Run(ctx, b.c, b.controlKeys(), job, a.Who, a.Reason, maxIntervals).Slice()
+	v, err := s.Run(ctx, b.c, b.controlKeys(), job, a.Who, a.Reason, storekit.MaxIntervals).Slice()
 	if err != nil {
 		return onetick.JobControl{}, err
 	}
@@ -162,24 +158,17 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 	if len(ticks) == 0 {
 		return onetick.ClaimResult{}, nil
 	}
-	job, action := ticks[0].Job, onetick.KindBackfill
-	if ticks[0].Key != "" {
-		action = onetick.KindTrigger
+	m, err := storekit.Manual(ticks, a)
+	if err != nil {
+		return onetick.ClaimResult{}, fmt.Errorf("redis: %w", err)
 	}
 	keys := []string{b.log, b.epoch}
 	var p packer
 	p.b = make([]byte, 0, 128*len(ticks))
 	p.array(7 * len(ticks))
 	for _, t := range ticks {
-		kind := onetick.KindBackfill
-		if t.Key != "" {
-			kind = onetick.KindTrigger
-		}
-		if t.Job != job || kind != action {
-			return onetick.ClaimResult{}, errors.New("redis: one Enqueue takes the triggers or the backfill of one job")
-		}
 		rkey := b.opts.Prefix + ":ticks:" + strconv.FormatInt(int64(t.Slot)/60000, 10)
-		if kind == onetick.KindTrigger {
+		if m.Trigger() {
 			rkey = b.opts.Prefix + ":trigger:" + t.ID()
 		}
 		keys = append(keys, rkey, t.Stream)
@@ -188,16 +177,10 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 		p.str(t.Payload)
 		p.uint(uint64(max(t.Retention.Milliseconds(), 1)))
 		p.int(t.MaxLen)
-		p.str(kind)
+		p.str(m.Kind)
 		p.str(t.Version)
 	}
-	detail := ""
-	if action == onetick.KindTrigger {
-		detail = ticks[0].ID()
-	} else {
-		detail = ticks[0].Slot.String() + " .. " + ticks[len(ticks)-1].Slot.String()
-	}
-	v, err := enqueueScript.Run(ctx, b.c, keys, a.Who, a.Reason, b.opts.ClockTolerance.Milliseconds(), action, job, detail, p.b).Slice()
+	v, err := enqueueScript.Run(ctx, b.c, keys, a.Who, a.Reason, b.opts.ClockTolerance.Milliseconds(), m.Kind, m.Job, m.Detail(ticks), p.b).Slice()
 	if err != nil {
 		return onetick.ClaimResult{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 )
 
 // claimState caches, for one claim, what it read and moved.
@@ -177,54 +178,30 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 			if err != nil {
 				return err
 			}
-			var (
-				last    onetick.Slot
-				hasLast bool
-			)
+			v := storekit.View{Seen: seen, Record: rec, Paused: c.paused}
 			if !t.OutOfOrder {
-				if last, hasLast, err = c.lastOf(t.Job); err != nil {
+				if v.Last, v.HasLast, err = c.lastOf(t.Job); err != nil {
 					return err
 				}
 			}
-			switch {
-			case t.Slot > limit:
-				res.Outcomes[i] = onetick.Early
-			case seen && rec == token:
-				res.Outcomes[i] = onetick.Claimed // a retry of this term's own claim
-			case seen && rec == token+"|p":
-				res.Outcomes[i] = onetick.Paused // a retry of this term's paused answer
-			case seen:
-				res.Outcomes[i] = onetick.Duplicate
-			case !t.OutOfOrder && hasLast && t.Slot <= last:
-				res.Outcomes[i] = onetick.Duplicate
-			default:
-				p := false
-				if !t.OutOfOrder {
-					if p, err = c.paused(t.Job, t.Slot); err != nil {
-						return err
-					}
-				}
-				if p {
-					// Accounted for, never appended; the record lets a
-					// retry of this claim answer paused again.
-					if err := c.putRecord(id, token+"|p", t.Retention); err != nil {
-						return err
-					}
-					c.move(t.Job, t.Slot)
-					res.Outcomes[i] = onetick.Paused
-					continue
-				}
-				if err := c.putRecord(id, token, t.Retention); err != nil {
+			d, err := storekit.Decide(t, token, limit, v)
+			if err != nil {
+				return err
+			}
+			if d.Record != "" {
+				if err := c.putRecord(id, d.Record, t.Retention); err != nil {
 					return err
 				}
-				if !t.OutOfOrder {
-					c.move(t.Job, t.Slot)
-				}
+			}
+			if d.Move {
+				c.move(t.Job, t.Slot)
+			}
+			if d.Append {
 				if err := c.appendEntry(t, id, l.Epoch, l.Holder, ""); err != nil {
 					return err
 				}
-				res.Outcomes[i] = onetick.Claimed
 			}
+			d.Answer(&res, i)
 		}
 		for _, t := range ticks {
 			c.jobs[t.Job] = true

@@ -4,15 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strconv"
+	"fmt"
+	"time"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 )
-
-// maxIntervals bounds the pause intervals kept per job; a claim drops
-// those the job's last-fired slot has passed, so more only pile up for a
-// job paused and resumed often while no leader claims its slots.
-const maxIntervals = 16
 
 // controlLogLen bounds the control log.
 const controlLogLen = 1000
@@ -85,30 +82,39 @@ func (o *op) control(job string) (onetick.JobControl, error) {
 
 // Pause implements onetick.Controller.
 func (b *Backend) Pause(ctx context.Context, job string, a onetick.Actor) (onetick.JobControl, error) {
+	return b.control(ctx, job, a, storekit.ActionPause, storekit.Pause)
+}
+
+// Resume implements onetick.Controller.
+func (b *Backend) Resume(ctx context.Context, job string, a onetick.Actor) (onetick.JobControl, error) {
+	return b.control(ctx, job, a, storekit.ActionResume, storekit.Resume)
+}
+
+// control applies rule (storekit.Pause or Resume) to job's control state
+// in one transaction and logs it as action; the answer is the state as
+// stored.
+func (b *Backend) control(ctx context.Context, job string, a onetick.Actor, action string,
+	rule func(onetick.JobControl, time.Time, onetick.Actor) (onetick.JobControl, string)) (onetick.JobControl, error) {
 	var c onetick.JobControl
 	err := b.write(ctx, func(o *op) error {
-		iv, err := o.intervals(job)
+		prev, err := o.control(job)
 		if err != nil {
 			return err
 		}
-		detail := ""
-		if n := len(iv); n > 0 && iv[n-1].Until.IsZero() {
-			detail = "already paused"
-		} else {
-			// OR REPLACE: a pause in the same millisecond as the resume
-			// before it replaces that empty interval.
-			if err := o.exec("INSERT OR REPLACE INTO pauses (job, since_ms, until_ms) VALUES (?, ?, NULL)", job, o.ms); err != nil {
-				return err
-			}
-			if err := o.exec(`DELETE FROM pauses WHERE job = ? AND since_ms <=
-				(SELECT since_ms FROM pauses WHERE job = ? ORDER BY since_ms DESC LIMIT 1 OFFSET ?)`, job, job, maxIntervals); err != nil {
-				return err
-			}
-		}
-		if err := o.setControl(job, true, a); err != nil {
+		next, detail := rule(prev, o.now, a)
+		if err := o.logControl(onetick.ControlRecord{Action: action, Job: job, Who: a.Who, Reason: a.Reason, At: o.now, Detail: detail}); err != nil {
 			return err
 		}
-		if err := o.logControl(onetick.ControlRecord{Action: "pause", Job: job, Who: a.Who, Reason: a.Reason, At: o.now, Detail: detail}); err != nil {
+		if detail == storekit.WasNotPaused {
+			c = prev
+			return nil
+		}
+		if next.Changed {
+			if err := o.storeInterval(job, next.Intervals[len(next.Intervals)-1]); err != nil {
+				return err
+			}
+		}
+		if err := o.setControl(job, next.Paused, a); err != nil {
 			return err
 		}
 		if err := o.bumpControls(); err != nil {
@@ -117,49 +123,26 @@ func (b *Backend) Pause(ctx context.Context, job string, a onetick.Actor) (oneti
 		if c, err = o.control(job); err != nil {
 			return err
 		}
-		c.Changed = detail == ""
+		c.Changed = next.Changed
 		return nil
 	})
 	return c, err
 }
 
-// Resume implements onetick.Controller.
-func (b *Backend) Resume(ctx context.Context, job string, a onetick.Actor) (onetick.JobControl, error) {
-	var c onetick.JobControl
-	err := b.write(ctx, func(o *op) error {
-		iv, err := o.intervals(job)
-		if err != nil {
-			return err
-		}
-		n := len(iv)
-		if n == 0 || !iv[n-1].Until.IsZero() {
-			if err := o.logControl(onetick.ControlRecord{Action: "resume", Job: job, Who: a.Who, Reason: a.Reason, At: o.now,
-				Detail: "was not paused"}); err != nil {
-				return err
-			}
-			c, err = o.control(job)
-			return err
-		}
-		since := iv[n-1].Since.UnixMilli()
-		if err := o.exec("UPDATE pauses SET until_ms = ? WHERE job = ? AND since_ms = ?", max(o.ms, since), job, since); err != nil {
-			return err
-		}
-		if err := o.setControl(job, false, a); err != nil {
-			return err
-		}
-		if err := o.logControl(onetick.ControlRecord{Action: "resume", Job: job, Who: a.Who, Reason: a.Reason, At: o.now}); err != nil {
-			return err
-		}
-		if err := o.bumpControls(); err != nil {
-			return err
-		}
-		if c, err = o.control(job); err != nil {
-			return err
-		}
-		c.Changed = true
-		return nil
-	})
-	return c, err
+// storeInterval stores job's newest interval p, as a pause opened or a
+// resume closed it, and drops the oldest beyond storekit.MaxIntervals.
+func (o *op) storeInterval(job string, p onetick.PauseInterval) error {
+	since := p.Since.UnixMilli()
+	if !p.Until.IsZero() {
+		return o.exec("UPDATE pauses SET until_ms = ? WHERE job = ? AND since_ms = ?", p.Until.UnixMilli(), job, since)
+	}
+	// OR REPLACE: a pause in the same millisecond as the resume before it
+	// replaces that empty interval.
+	if err := o.exec("INSERT OR REPLACE INTO pauses (job, since_ms, until_ms) VALUES (?, ?, NULL)", job, since); err != nil {
+		return err
+	}
+	return o.exec(`DELETE FROM pauses WHERE job = ? AND since_ms <=
+		(SELECT since_ms FROM pauses WHERE job = ? ORDER BY since_ms DESC LIMIT 1 OFFSET ?)`, job, job, storekit.MaxIntervals)
 }
 
 // Controls implements onetick.Controller: every job that has pause
@@ -217,14 +200,12 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 	if len(ticks) == 0 {
 		return onetick.ClaimResult{}, nil
 	}
-	job, trigger := ticks[0].Job, ticks[0].Key != ""
-	for _, t := range ticks {
-		if t.Job != job || (t.Key != "") != trigger {
-			return onetick.ClaimResult{}, errors.New("sqlite: one Enqueue takes the triggers or the backfill of one job")
-		}
+	m, err := storekit.Manual(ticks, a)
+	if err != nil {
+		return onetick.ClaimResult{}, fmt.Errorf("sqlite: %w", err)
 	}
 	var res onetick.ClaimResult
-	err := b.write(ctx, func(o *op) error {
+	err = b.write(ctx, func(o *op) error {
 		c, err := b.newClaimState(o)
 		if err != nil {
 			return err
@@ -236,44 +217,30 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 		}
 		res = onetick.ClaimResult{Outcomes: make([]onetick.Outcome, len(ticks)), StoreTime: o.now}
 		limit := onetick.Slot(o.ms + b.opts.ClockTolerance.Milliseconds())
-		token := "manual|" + a.Who
 		n := 0
 		for i, t := range ticks {
-			kind := onetick.KindBackfill
-			if trigger {
-				kind = onetick.KindTrigger
-				t.Slot = onetick.Slot(o.ms)
-			}
+			t.Slot = m.Slot(t, onetick.Slot(o.ms))
 			id := t.ID()
 			_, seen, err := c.record(id)
 			if err != nil {
 				return err
 			}
-			switch {
-			case !trigger && t.Slot > limit:
-				res.Outcomes[i] = onetick.Early
-			case seen:
-				res.Outcomes[i] = onetick.Duplicate
-			default:
-				if err := c.putRecord(id, token, t.Retention); err != nil {
+			d := m.Decide(t.Slot, limit, seen, nil)
+			if d.Append {
+				if err := c.putRecord(id, d.Record, t.Retention); err != nil {
 					return err
 				}
-				if err := c.appendEntry(t, id, onetick.Epoch(epoch), token, kind); err != nil {
+				if err := c.appendEntry(t, id, onetick.Epoch(epoch), m.Token, m.Kind); err != nil {
 					return err
 				}
-				res.Outcomes[i] = onetick.Claimed
 				n++
 			}
+			d.Answer(&res, i)
 		}
 		if err := c.finish(); err != nil {
 			return err
 		}
-		action, detail := onetick.KindBackfill, ticks[0].Slot.String()+" .. "+ticks[len(ticks)-1].Slot.String()
-		if trigger {
-			action, detail = onetick.KindTrigger, ticks[0].ID()
-		}
-		if err := o.logControl(onetick.ControlRecord{Action: action, Job: job, Who: a.Who, Reason: a.Reason, At: o.now,
-			Detail: detail + " (" + strconv.Itoa(n) + " of " + strconv.Itoa(len(ticks)) + " enqueued)"}); err != nil {
+		if err := o.logControl(m.Record(ticks, a, o.now, n)); err != nil {
 			return err
 		}
 		if c.wrote {
