@@ -47,7 +47,7 @@ type Backend struct {
 	ticks    map[string]tickRecord
 	streams  map[string][]onetick.TickRecord
 	seq      int64
-	watchers map[chan struct{}]struct{}
+	released storekit.Signal // the lease was released or expired
 	closed   bool
 
 	// Damage, injected by Damage (a test hook) as an operator's mistake
@@ -91,11 +91,10 @@ func New(opts Options) *Backend {
 		opts.HistoryLen = 100
 	}
 	return &Backend{
-		opts:     opts,
-		last:     map[string]onetick.Slot{},
-		ticks:    map[string]tickRecord{},
-		streams:  map[string][]onetick.TickRecord{},
-		watchers: map[chan struct{}]struct{}{},
+		opts:    opts,
+		last:    map[string]onetick.Slot{},
+		ticks:   map[string]tickRecord{},
+		streams: map[string][]onetick.TickRecord{},
 	}
 }
 
@@ -113,18 +112,9 @@ func (b *Backend) lock(ctx context.Context) (time.Time, error) {
 	now := b.opts.Clock.Now()
 	if b.held && !now.Before(b.expires) {
 		b.held = false
-		b.notifyLocked()
+		b.released.Notify()
 	}
 	return now, nil
-}
-
-func (b *Backend) notifyLocked() {
-	for ch := range b.watchers {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
 }
 
 func (b *Backend) holds(l onetick.Lease) bool { return b.held && b.lease == l && b.dmg.lease == nil }
@@ -224,7 +214,7 @@ func (b *Backend) Release(ctx context.Context, l onetick.Lease) error {
 		b.terms[0].term.End = now.UTC()
 		b.terms[0].term.Reason = onetick.EndReleased
 	}
-	b.notifyLocked()
+	b.released.Notify()
 	return nil
 }
 
@@ -247,33 +237,7 @@ func (b *Backend) Leader(ctx context.Context) (onetick.LeaderInfo, error) {
 // Watch implements onetick.Leaser. The memory backend notices expiry only
 // when it is next called, so watchers of an expiring lease rely on their
 // timers, as they must with any backend.
-func (b *Backend) Watch(ctx context.Context) <-chan struct{} {
-	in := make(chan struct{}, 1)
-	out := make(chan struct{}, 1)
-	b.mu.Lock()
-	b.watchers[in] = struct{}{}
-	b.mu.Unlock()
-	go func() {
-		defer close(out)
-		defer func() {
-			b.mu.Lock()
-			delete(b.watchers, in)
-			b.mu.Unlock()
-		}()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-in:
-				select {
-				case out <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
-	return out
-}
+func (b *Backend) Watch(ctx context.Context) <-chan struct{} { return b.released.Watch(ctx) }
 
 // Claim implements onetick.Claimer.
 func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Tick) (onetick.ClaimResult, error) {

@@ -36,7 +36,7 @@ func (b *Backend) WorkerStore(group string) *WorkerStore {
 type workerState struct {
 	groups   map[string]*wgroup
 	extras   map[string]entryExtra // entry id -> attempt and group of a retry or replay
-	appended chan struct{}         // closed (and replaced) when a stream grows
+	appended storekit.Bell         // rung when a stream grows
 }
 
 type entryExtra struct {
@@ -55,7 +55,7 @@ type wgroup struct {
 	markers   map[string]wmarker           // storekit.RunMarker(job) -> marker
 	waiters   map[string]map[string]wplace // job -> token -> waiter place
 	alive     map[string]time.Time         // consumer -> liveness expiry
-	listeners map[chan struct{}]struct{}
+	released  storekit.Signal              // a run marker or waiter place was freed
 	sweepAt   time.Time
 	rot       int // fetch rotation
 }
@@ -100,9 +100,8 @@ type wmarker struct {
 
 // wakeAppendedLocked wakes fetches waiting for new entries. Claim calls it.
 func (b *Backend) wakeAppendedLocked() {
-	if b.wstate != nil && b.wstate.appended != nil {
-		close(b.wstate.appended)
-		b.wstate.appended = nil
+	if b.wstate != nil {
+		b.wstate.appended.Ring()
 	}
 }
 
@@ -121,8 +120,7 @@ func (s *WorkerStore) lock(ctx context.Context) (*wgroup, time.Time, error) {
 	if g == nil {
 		g = &wgroup{streams: map[string]*wstream{}, done: map[string]wdone{}, retries: map[string]*wretry{},
 			deadCount: map[string]int64{}, last: map[string]wlast{}, running: map[string]wrun{},
-			markers: map[string]wmarker{}, waiters: map[string]map[string]wplace{}, alive: map[string]time.Time{},
-			listeners: map[chan struct{}]struct{}{}}
+			markers: map[string]wmarker{}, waiters: map[string]map[string]wplace{}, alive: map[string]time.Time{}}
 		b.wstate.groups[s.group] = g
 	}
 	if now.After(g.sweepAt) {
@@ -174,15 +172,6 @@ func (g *wgroup) marker(key string, now time.Time) (wmarker, bool) {
 	return m, ok
 }
 
-func (g *wgroup) notifyReleased() {
-	for ch := range g.listeners {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
-
 // seqOf is the sequence number of an entry id "ms-seq": entries of every
 // stream are numbered by one counter, so it orders them.
 func seqOf(id string) int64 {
@@ -229,10 +218,7 @@ func (s *WorkerStore) Fetch(ctx context.Context, consumer string, streams []stri
 			s.b.mu.Unlock()
 			return out, nil
 		}
-		if s.b.wstate.appended == nil {
-			s.b.wstate.appended = make(chan struct{})
-		}
-		wake := s.b.wstate.appended
+		wake := s.b.wstate.appended.Wait()
 		s.b.mu.Unlock()
 		if timer == nil {
 			t := s.b.opts.Clock.NewTimer(block)
@@ -412,33 +398,12 @@ func (s *WorkerStore) PromoteDue(ctx context.Context, limit int) (worker.Promote
 
 // Released implements worker.Store.
 func (s *WorkerStore) Released(ctx context.Context) <-chan struct{} {
-	in := make(chan struct{}, 1)
-	out := make(chan struct{}, 1)
 	g, _, err := s.lock(context.WithoutCancel(ctx))
 	if err != nil {
+		out := make(chan struct{})
 		close(out)
 		return out
 	}
-	g.listeners[in] = struct{}{}
 	s.b.mu.Unlock()
-	go func() {
-		defer close(out)
-		defer func() {
-			s.b.mu.Lock()
-			delete(g.listeners, in)
-			s.b.mu.Unlock()
-		}()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-in:
-				select {
-				case out <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
-	return out
+	return g.released.Watch(ctx)
 }

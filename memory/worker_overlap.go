@@ -134,4 +134,4 @@ func (t *workTx) DropMarker(name, tok string) (bool, error) {
 
 // Notify implements storekit.WorkTx: the Released channels are told at
 // once, under the lock.
-func (t *workTx) Notify() { t.g.notifyReleased() }
+func (t *workTx) Notify() { t.g.released.Notify() }

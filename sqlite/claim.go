@@ -240,12 +240,7 @@ func (b *Backend) sweep(o *op) error {
 
 // wakeAppended wakes this process's fetches waiting for new entries.
 func (b *Backend) wakeAppended() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.appended != nil {
-		close(b.appended)
-		b.appended = nil
-	}
+	b.appended.Ring()
 }
 
 // LastFired implements onetick.Claimer.

@@ -131,7 +131,7 @@ func (b *Backend) Release(ctx context.Context, l onetick.Lease) error {
 		if err := o.exec("UPDATE terms SET end_ms = ?, reason = 'released' WHERE epoch = ?", o.ms, l.Epoch); err != nil {
 			return err
 		}
-		o.after = append(o.after, func() { b.notify(b.watchers) })
+		o.after = append(o.after, b.watchers.Notify)
 		return nil
 	})
 	if err == nil || errors.Is(err, onetick.ErrLeaseLost) {
@@ -159,49 +159,7 @@ func (b *Backend) Leader(ctx context.Context) (onetick.LeaderInfo, error) {
 // file is not signalled: a standby there waits for the lease's remaining
 // TTL, as it does for a lease that expires.
 func (b *Backend) Watch(ctx context.Context) <-chan struct{} {
-	return b.relay(ctx, b.watchers)
-}
-
-// relay registers a channel in set (under b.mu) and returns one that
-// receives its coalesced notifications until ctx is done, then closes.
-func (b *Backend) relay(ctx context.Context, set map[chan struct{}]struct{}) <-chan struct{} {
-	in := make(chan struct{}, 1)
-	out := make(chan struct{}, 1)
-	b.mu.Lock()
-	set[in] = struct{}{}
-	b.mu.Unlock()
-	go func() {
-		defer close(out)
-		defer func() {
-			b.mu.Lock()
-			delete(set, in)
-			b.mu.Unlock()
-		}()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-in:
-				select {
-				case out <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
-	return out
-}
-
-// notify wakes every channel of set (under b.mu), without blocking.
-func (b *Backend) notify(set map[chan struct{}]struct{}) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for ch := range set {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	return b.watchers.Watch(ctx)
 }
 
 // History implements onetick.Backend.

@@ -24,6 +24,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 )
 
 //go:embed migrations/*.sql
@@ -88,9 +89,9 @@ type Backend struct {
 	closed atomic.Bool
 
 	mu       sync.Mutex
-	watchers map[chan struct{}]struct{}
-	appended chan struct{}                         // closed (and replaced) when this process appends
-	released map[string]map[chan struct{}]struct{} // group -> listeners
+	watchers storekit.Signal             // the lease was released through this process
+	appended storekit.Bell               // rung when this process appends
+	released map[string]*storekit.Signal // group -> run markers freed through this process
 	sweepAt  time.Time
 	wsweepAt map[string]time.Time
 	rot      map[string]int // per group: fetch rotation
@@ -160,8 +161,8 @@ func Open(path string, opts Options) (*Backend, error) {
 	// handler sleeps); other processes wait under busy_timeout.
 	db.SetMaxOpenConns(1)
 	db.SetConnMaxLifetime(0)
-	b := &Backend{path: path, opts: opts, db: db, watchers: map[chan struct{}]struct{}{},
-		released: map[string]map[chan struct{}]struct{}{}, wsweepAt: map[string]time.Time{}, rot: map[string]int{},
+	b := &Backend{path: path, opts: opts, db: db,
+		released: map[string]*storekit.Signal{}, wsweepAt: map[string]time.Time{}, rot: map[string]int{},
 		commits: &commitRecord{path: path + commitSuffix, log: opts.Logger}, terms: newTermLocks(path, opts.Logger)}
 	if err := b.verify(); err != nil {
 		_ = db.Close()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/onetick/onetick/internal/storekit"
 	"github.com/onetick/onetick/worker"
 )
 
@@ -196,21 +197,21 @@ func (s *WorkerStore) appendEntry(o *op, d worker.Delivery, attempt int) error {
 		attempt, s.group, d.Version)
 }
 
-// listeners returns the group's set of Released channels.
-func (s *WorkerStore) listeners() map[chan struct{}]struct{} {
+// signal returns the group's Released signal.
+func (s *WorkerStore) signal() *storekit.Signal {
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
-	set := s.b.released[s.group]
-	if set == nil {
-		set = map[chan struct{}]struct{}{}
-		s.b.released[s.group] = set
+	sig := s.b.released[s.group]
+	if sig == nil {
+		sig = &storekit.Signal{}
+		s.b.released[s.group] = sig
 	}
-	return set
+	return sig
 }
 
 // Released implements worker.Store. It is told of markers released
 // through this process; a worker waiting on a marker released by another
 // process on the file finds it free on its timer.
 func (s *WorkerStore) Released(ctx context.Context) <-chan struct{} {
-	return s.b.relay(ctx, s.listeners())
+	return s.signal().Watch(ctx)
 }

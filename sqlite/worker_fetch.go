@@ -22,12 +22,7 @@ func (s *WorkerStore) Fetch(ctx context.Context, consumer string, streams []stri
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		b.mu.Lock()
-		if b.appended == nil {
-			b.appended = make(chan struct{})
-		}
-		wake := b.appended
-		b.mu.Unlock()
+		wake := b.appended.Wait()
 		// The entries taken must reach the caller: the transaction is
 		// not cut short by ctx, so it commits them and returns them, or
 		// takes nothing.

@@ -88,6 +88,6 @@ func (t *workTx) DropPlace(d *worker.Delivery) (bool, error) {
 func (t *workTx) Notify() {
 	if !t.notify {
 		t.notify = true
-		t.o.after = append(t.o.after, func() { t.s.b.notify(t.s.listeners()) })
+		t.o.after = append(t.o.after, t.s.signal().Notify)
 	}
 }
