@@ -113,6 +113,9 @@ func TestFullExample(t *testing.T) {
 	if tc, err := f.TLSConfig(); tc != nil || err != nil {
 		t.Errorf("TLSConfig = %v, %v; want nil, nil", tc, err)
 	}
+	if got := f.BackendOptions(); got.Prefix != "onetick" || got.ClockTolerance != 100*time.Millisecond {
+		t.Errorf("BackendOptions = %+v", got)
+	}
 	o, err := f.RedisOptions()
 	if err != nil || o.Addr != "127.0.0.1:6379" || o.Password != "s3cret" || o.DB != 0 || o.TLSConfig != nil {
 		t.Errorf("RedisOptions = %+v, %v", o, err)

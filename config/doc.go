@@ -194,9 +194,11 @@
 // # Using the result
 //
 // OneTickJobs, LeaseConfig and JobMetrics give the onetick.Job,
-// onetick.LeaseConfig and onetick.JobMetrics values for onetick.Config; for Redis, RedisOptions gives the go-redis
-// client options (RedisURL plus TLSConfig), and the Redis and Postgres
-// sections hold the backend's prefix, schema and clock tolerance as plain
-// data: this package builds no client and opens no store. Relative TLS
+// onetick.LeaseConfig and onetick.JobMetrics values for onetick.Config;
+// RedisClient, BackendOptions and PostgresOptions map a backend section to
+// the go-redis client and the store's options (RedisOptions gives the
+// standalone client's options: RedisURL plus TLSConfig). This package
+// never chooses or opens a store: the program does that in one place,
+// internal/stores, which calls these mappings. Relative TLS
 // file names are resolved against the configuration file's directory.
 package config

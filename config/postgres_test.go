@@ -31,7 +31,7 @@ func TestPostgresParse(t *testing.T) {
 	if m := f.MaskedStore(); m != "postgres postgres://onetick:xxxxx@db:5432/app?sslmode=verify-full schema onetick" {
 		t.Fatalf("masked %q", m)
 	}
-	if pg.EntryRetention.D().Hours() != 168 {
-		t.Fatalf("entry_retention %s", pg.EntryRetention)
+	if o := f.PostgresOptions(); o.Schema != "onetick" || o.EntryRetention.Hours() != 168 {
+		t.Fatalf("options %+v", o)
 	}
 }

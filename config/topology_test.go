@@ -37,6 +37,9 @@ jobs:
 	if r.Topology() != "cluster" || r.Prefix != "{onetick}" || f.Jobs[0].Stream != "{onetick}:stream:a" || r.Replicas != 2 || r.Durability != "replicated" {
 		t.Fatalf("redis %+v, stream %q", r, f.Jobs[0].Stream)
 	}
+	if o := f.BackendOptions(); o.Prefix != "{onetick}" || o.Durability != "replicated" || o.Replicas != 2 {
+		t.Fatalf("backend options %+v", o)
+	}
 	s := mustParse(t, "backend:\n  redis:\n    sentinel: {primary: mymaster, addrs: ['127.0.0.1:26379']}\n", noEnv)
 	if s.Backend.Redis.Topology() != "sentinel" || s.Backend.Redis.Prefix != "onetick" || s.MaskedRedisURL() != "sentinel mymaster via 127.0.0.1:26379" {
 		t.Fatalf("sentinel %+v %q", s.Backend.Redis, s.MaskedRedisURL())

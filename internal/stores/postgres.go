@@ -35,7 +35,7 @@ func openPostgres(ctx context.Context, f *config.File, o Options) (*Handle, erro
 func openPostgresBackend(ctx context.Context, f *config.File, mode SchemaMode) (*otpostgres.Backend, error) {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	b, err := otpostgres.Open(pctx, f.Backend.Postgres.URL, postgresOptions(f.Backend.Postgres))
+	b, err := otpostgres.Open(pctx, f.Backend.Postgres.URL, f.PostgresOptions())
 	if err != nil {
 		return nil, invalid(err)
 	}
@@ -60,12 +60,6 @@ func openPostgresBackend(ctx context.Context, f *config.File, mode SchemaMode) (
 		return nil, fmt.Errorf("schema %s at %s is at version %d, this onetick uses version %d: run `onetick migrate --config %s` (or start `onetick run`, which migrates)", b.Schema(), f.MaskedPostgresURL(), v, want, f.Path)
 	}
 	return b, nil
-}
-
-// postgresOptions are the PostgreSQL backend's options of the section.
-// (It was config.File.PostgresOptions.)
-func postgresOptions(pg *config.Postgres) otpostgres.Options {
-	return otpostgres.Options{Schema: pg.Schema, ClockTolerance: pg.ClockTolerance.D(), EntryRetention: pg.EntryRetention.D()}
 }
 
 // describePostgres names the database, its server and whether it is a

@@ -19,11 +19,11 @@ const clientName = "onetick"
 // openRedis builds the client of the configured topology and checks that
 // Redis answers.
 func openRedis(ctx context.Context, f *config.File) (*Handle, error) {
-	client, err := redisClient(f, clientName)
+	client, err := f.RedisClient(clientName)
 	if err != nil {
 		return nil, invalid(err)
 	}
-	b := otredis.New(client, redisOptions(f.Backend.Redis))
+	b := otredis.New(client, f.BackendOptions())
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := b.Ping(pctx); err != nil {
@@ -40,47 +40,6 @@ func openRedis(ctx context.Context, f *config.File) (*Handle, error) {
 		log.Info("using Redis", "store", h.describe(ctx), "prefix", r.Prefix)
 	}
 	return h, nil
-}
-
-// redisClient returns a go-redis client for the configured topology:
-// standalone (the URL), Sentinel (a failover client that follows the
-// primary) or Cluster. (It was config.File.RedisClient.)
-func redisClient(f *config.File, name string) (goredis.UniversalClient, error) {
-	r := f.Backend.Redis
-	tc, err := f.TLSConfig()
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case r.Sentinel != nil:
-		return goredis.NewFailoverClient(&goredis.FailoverOptions{
-			MasterName: r.Sentinel.Primary, SentinelAddrs: r.Sentinel.Addrs,
-			SentinelUsername: r.Sentinel.Username, SentinelPassword: r.Sentinel.Password,
-			Username: r.Username, Password: r.Password, TLSConfig: tc, ClientName: name,
-		}), nil
-	case r.Cluster != nil:
-		return goredis.NewClusterClient(&goredis.ClusterOptions{
-			Addrs: r.Cluster.Addrs, Username: r.Username, Password: r.Password, TLSConfig: tc, ClientName: name,
-			// go-redis reloads the slot map only this often (default 60s),
-			// and a refused connection to a dead primary does not make it
-			// reload sooner: with the default a failover left the client
-			// writing to the dead node for a minute.
-			ClusterStateReloadInterval: time.Second,
-		}), nil
-	}
-	o, err := f.RedisOptions()
-	if err != nil {
-		return nil, err
-	}
-	o.ClientName = name
-	return goredis.NewClient(o), nil
-}
-
-// redisOptions are the onetick Redis backend's options of the section.
-// (It was config.File.BackendOptions.)
-func redisOptions(r *config.Redis) otredis.Options {
-	return otredis.Options{Prefix: r.Prefix, ClockTolerance: r.ClockTolerance.D(), Durability: r.Durability,
-		Replicas: r.Replicas, ReplicationTimeout: r.ReplicationTimeout.D()}
 }
 
 // describeRedis says which Redis a replica uses and, for Sentinel and

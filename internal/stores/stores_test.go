@@ -129,8 +129,8 @@ func TestRedis(t *testing.T) {
 	prefix := fmt.Sprintf("ot_test_stores_%d_%d", os.Getpid(), time.Now().UnixNano())
 	f := parse(t, "backend:\n  redis:\n    url: redis://127.0.0.1:6379/0\n    prefix: "+prefix+"\n    durability: replicated\n    replicas: 2\n")
 	t.Cleanup(func() { dropKeys(t, prefix) })
-	if o := redisOptions(f.Backend.Redis); o.Prefix != prefix || o.Durability != "replicated" || o.Replicas != 2 || o.ClockTolerance != config.DefaultClockTolerance {
-		t.Errorf("redisOptions = %+v", o)
+	if o := f.BackendOptions(); o.Prefix != prefix || o.Durability != "replicated" || o.Replicas != 2 || o.ClockTolerance != config.DefaultClockTolerance {
+		t.Errorf("BackendOptions = %+v", o)
 	}
 	h, err := Open(context.Background(), f, Options{})
 	if err != nil {
@@ -172,8 +172,8 @@ func dropKeys(t *testing.T, prefix string) {
 func TestPostgres(t *testing.T) {
 	schema := pgtest.Schema(t)
 	f := parse(t, "backend:\n  postgres:\n    url: "+pgtest.URL()+"\n    schema: "+schema+"\n    entry_retention: 2h\n")
-	if o := postgresOptions(f.Backend.Postgres); o.Schema != schema || o.EntryRetention != 2*time.Hour || o.ClockTolerance != config.DefaultClockTolerance {
-		t.Errorf("postgresOptions = %+v", o)
+	if o := f.PostgresOptions(); o.Schema != schema || o.EntryRetention != 2*time.Hour || o.ClockTolerance != config.DefaultClockTolerance {
+		t.Errorf("PostgresOptions = %+v", o)
 	}
 	ctx := context.Background()
 	if _, err := Open(ctx, f, Options{Schema: CheckSchema}); err == nil || !strings.Contains(err.Error(), "run `onetick migrate --config test.yaml`") {
