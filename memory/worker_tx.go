@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/internal/storekit"
 	"github.com/onetick/onetick/worker"
 )
@@ -117,3 +118,6 @@ func (t *workTx) Dead(consumer string, d *worker.Delivery, deliveries int, msg s
 	t.g.deadCount[d.Job]++
 	return nil
 }
+
+// Note implements storekit.WorkTx. The ledger is not kept yet.
+func (t *workTx) Note(*worker.Delivery, onetick.RunEvent) error { return nil }

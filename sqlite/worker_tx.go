@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/internal/storekit"
 	"github.com/onetick/onetick/worker"
 )
@@ -166,3 +167,6 @@ func (t *workTx) Dead(consumer string, d *worker.Delivery, deliveries int, msg s
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, t.s.group, t.o.ms, d.Job, d.Tick, int64(d.Slot), int64(d.Epoch), d.Replica, d.Payload,
 		d.Stream, d.ID, d.Attempt, deliveries, msg, consumer)
 }
+
+// Note implements storekit.WorkTx. The ledger is not kept yet.
+func (t *workTx) Note(*worker.Delivery, onetick.RunEvent) error { return nil }
