@@ -48,6 +48,10 @@ type Harness struct {
 	// StreamKey, if set, maps the suite's stream names to the backend's
 	// keys (a Redis Cluster needs every key in the prefix's hash slot).
 	StreamKey func(name string) string
+	// NewRetained, if set, is New for a backend whose run ledger is kept
+	// with retention r; the ledger's retention cases need it and are
+	// skipped without it. Only for backends that implement onetick.Ledger.
+	NewRetained func(t *testing.T, r onetick.LedgerRetention) onetick.Backend
 }
 
 // sk is the key of the suite's stream name (see Harness.StreamKey); the
@@ -86,6 +90,7 @@ func Exercise(t *testing.T, h Harness) {
 	tests = append(tests, damageTests...)
 	tests = append(tests, controlTests...)
 	tests = append(tests, jobStoreTests...)
+	tests = append(tests, ledgerTests...)
 	if h.StreamKey != nil {
 		sk = h.StreamKey
 		defer func() { sk = func(name string) string { return name } }()

@@ -30,6 +30,8 @@ type Options struct {
 	ClockTolerance time.Duration
 	// HistoryLen is how many leadership terms are kept. Default 100.
 	HistoryLen int
+	// Ledger bounds the run ledger (defaults: storekit.Retention).
+	Ledger onetick.LedgerRetention
 }
 
 // Backend is the in-process store. It is safe for concurrent use by many
@@ -46,6 +48,7 @@ type Backend struct {
 	last     map[string]onetick.Slot
 	ticks    map[string]tickRecord
 	streams  map[string][]onetick.TickRecord
+	runs     map[string]*jobRuns // job -> its run ledger (ledger.go)
 	seq      int64
 	released storekit.Signal // the lease was released or expired
 	closed   bool
@@ -90,11 +93,13 @@ func New(opts Options) *Backend {
 	if opts.HistoryLen == 0 {
 		opts.HistoryLen = 100
 	}
+	opts.Ledger = storekit.Retention(opts.Ledger)
 	return &Backend{
 		opts:    opts,
 		last:    map[string]onetick.Slot{},
 		ticks:   map[string]tickRecord{},
 		streams: map[string][]onetick.TickRecord{},
+		runs:    map[string]*jobRuns{},
 	}
 }
 
@@ -278,12 +283,16 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 		if d.Append {
 			b.appendLocked(now, t, id, onetick.TickRecord{Epoch: l.Epoch, Replica: l.Holder})
 		}
+		b.claimLedgerLocked(now, l, t, id, d)
 		d.Answer(&res, i)
 	}
 	for _, t := range ticks {
 		if last, ok := b.last[t.Job]; ok && b.dmg.lastJob[t.Job] == nil {
 			b.dropPassedLocked(t.Job, last)
 		}
+	}
+	for _, job := range storekit.Jobs(ticks) {
+		b.trimLocked(now, job)
 	}
 	return res, nil
 }

@@ -119,5 +119,8 @@ func (t *workTx) Dead(consumer string, d *worker.Delivery, deliveries int, msg s
 	return nil
 }
 
-// Note implements storekit.WorkTx. The ledger is not kept yet.
-func (t *workTx) Note(*worker.Delivery, onetick.RunEvent) error { return nil }
+// Note implements storekit.WorkTx.
+func (t *workTx) Note(d *worker.Delivery, ev onetick.RunEvent) error {
+	t.s.b.noteLocked(t.now, storekit.RunOf(d), ev)
+	return nil
+}

@@ -168,5 +168,7 @@ func (t *workTx) Dead(consumer string, d *worker.Delivery, deliveries int, msg s
 		d.Stream, d.ID, d.Attempt, deliveries, msg, consumer)
 }
 
-// Note implements storekit.WorkTx. The ledger is not kept yet.
-func (t *workTx) Note(*worker.Delivery, onetick.RunEvent) error { return nil }
+// Note implements storekit.WorkTx.
+func (t *workTx) Note(d *worker.Delivery, ev onetick.RunEvent) error {
+	return t.o.noteRun(storekit.RunOf(d), ev)
+}

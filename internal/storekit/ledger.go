@@ -21,6 +21,51 @@ import (
 // most, so that trimming never makes a claim slow.
 const TrimPerClaim = 16
 
+// ClaimNote is what a claim writes to the ledger for one tick.
+type ClaimNote struct {
+	// Fresh is the tick's record when it has none; Event is applied to
+	// the record (Note), at the store's now.
+	Fresh onetick.Run
+	Event onetick.RunEvent
+	// Skipped are the records of the ranges the leader skipped before the
+	// tick, each written unless its identity has a record.
+	Skipped []onetick.Run
+}
+
+// ClaimNotes is what a claim by lease l writes to the ledger for decision
+// d of tick t (identity id), at the store's now: nothing (false) when d
+// writes no tick record, as a retry of the claim does (its first attempt
+// wrote them); otherwise enqueued (Claimed) or paused, with the term, and
+// the ranges t.Skipped.
+func ClaimNotes(t onetick.Tick, id string, d Decision, l onetick.Lease, now time.Time) (ClaimNote, bool) {
+	if d.Record == "" {
+		return ClaimNote{}, false
+	}
+	what := onetick.EventEnqueued
+	if d.Outcome == onetick.Paused {
+		what = onetick.EventPaused
+	}
+	n := ClaimNote{Fresh: NewRun(t, id, ""), Event: onetick.RunEvent{What: what, At: now, Epoch: l.Epoch, Replica: l.Holder}}
+	for _, r := range t.Skipped {
+		n.Skipped = append(n.Skipped, SkippedRun(t.Job, r, l.Epoch, l.Holder, now))
+	}
+	return n, true
+}
+
+// Jobs returns the jobs of a claim's ticks, each once, in the order they
+// first appear: the jobs whose ledger the claim trims.
+func Jobs(ticks []onetick.Tick) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range ticks {
+		if !seen[t.Job] {
+			seen[t.Job] = true
+			out = append(out, t.Job)
+		}
+	}
+	return out
+}
+
 // SkippedTick is the ledger identity of a range of job's skipped slots,
 // from .. through: "job:skipped:FROM-THROUGH", never the identity of a
 // tick (ParseTickID refuses it), so a backfill of a slot in the range

@@ -1,0 +1,168 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
+)
+
+// The run ledger of the memory backend: per job, its records in page
+// order reversed (oldest slot first), so that a claim's new records are
+// appended and retention trims from the front. Every write is under the
+// backend's lock, in the same critical section as the change it records.
+
+var _ onetick.Ledger = (*Backend)(nil)
+
+// jobRuns is one job's ledger records.
+type jobRuns struct {
+	byTick map[string]*onetick.Run
+	asc    []*onetick.Run // storekit.Before reversed: oldest slot first
+}
+
+// runsOf returns job's records, creating them when create is set.
+func (b *Backend) runsOf(job string, create bool) *jobRuns {
+	jr := b.runs[job]
+	if jr == nil && create {
+		jr = &jobRuns{byTick: map[string]*onetick.Run{}}
+		b.runs[job] = jr
+	}
+	return jr
+}
+
+// noteLocked applies ev, at the store's now, to the record of id: the
+// existing one, or fresh when there is none.
+func (b *Backend) noteLocked(now time.Time, fresh onetick.Run, ev onetick.RunEvent) {
+	jr := b.runsOf(fresh.Job, true)
+	r := jr.byTick[fresh.Tick]
+	if r == nil {
+		r = &fresh
+		jr.insert(r)
+	}
+	ev.At = now
+	storekit.Note(r, ev)
+}
+
+// putNewLocked stores r unless its tick has a record.
+func (b *Backend) putNewLocked(r onetick.Run) {
+	jr := b.runsOf(r.Job, true)
+	if jr.byTick[r.Tick] == nil {
+		jr.insert(&r)
+	}
+}
+
+// insert adds r, which has no record yet, in order.
+func (jr *jobRuns) insert(r *onetick.Run) {
+	jr.byTick[r.Tick] = r
+	i := sort.Search(len(jr.asc), func(i int) bool { return storekit.Before(*jr.asc[i], *r) })
+	jr.asc = slices.Insert(jr.asc, i, r)
+}
+
+// claimLedgerLocked records decision d of tick t (identity id) of a claim
+// by lease l (storekit.ClaimNotes).
+func (b *Backend) claimLedgerLocked(now time.Time, l onetick.Lease, t onetick.Tick, id string, d storekit.Decision) {
+	n, ok := storekit.ClaimNotes(t, id, d, l, now)
+	if !ok {
+		return
+	}
+	b.noteLocked(now, n.Fresh, n.Event)
+	for _, r := range n.Skipped {
+		b.putNewLocked(r)
+	}
+}
+
+// trimLocked drops, for job, at most storekit.TrimPerClaim records: the
+// oldest beyond the newest MaxPerJob, then those past the age limit.
+func (b *Backend) trimLocked(now time.Time, job string) {
+	jr := b.runsOf(job, false)
+	if jr == nil {
+		return
+	}
+	ret := b.opts.Ledger
+	n := min(max(len(jr.asc)-ret.MaxPerJob, 0), storekit.TrimPerClaim)
+	for _, r := range jr.asc[:n] {
+		delete(jr.byTick, r.Tick)
+	}
+	jr.asc = slices.Delete(jr.asc, 0, n)
+	// A record can be expired only if its slot is; the expired ones are
+	// among the oldest slots.
+	cutoff := onetick.SlotOf(now.Add(-ret.MaxAge))
+	for i := 0; i < len(jr.asc) && n < storekit.TrimPerClaim && jr.asc[i].Slot < cutoff; {
+		if r := jr.asc[i]; storekit.Expired(storekit.Newest(*r), now, ret) {
+			delete(jr.byTick, r.Tick)
+			jr.asc = slices.Delete(jr.asc, i, i+1)
+			n++
+			continue
+		}
+		i++
+	}
+	if len(jr.asc) == 0 {
+		delete(b.runs, job)
+	}
+}
+
+// copyRun returns r with its own events, as a reader may keep it.
+func copyRun(r *onetick.Run) onetick.Run {
+	c := *r
+	c.Events = slices.Clone(r.Events)
+	return c
+}
+
+// Runs implements onetick.Ledger.
+func (b *Backend) Runs(ctx context.Context, q onetick.RunQuery) (onetick.RunPage, error) {
+	var (
+		slot   onetick.Slot
+		cursor string
+	)
+	if q.After != "" {
+		var err error
+		if slot, cursor, err = storekit.ParseCursor(q.After); err != nil {
+			return onetick.RunPage{}, fmt.Errorf("memory: runs of %s: %w", q.Job, err)
+		}
+	}
+	if _, err := b.lock(ctx); err != nil {
+		return onetick.RunPage{}, err
+	}
+	defer b.mu.Unlock()
+	page := onetick.RunPage{Runs: []onetick.Run{}}
+	jr := b.runsOf(q.Job, false)
+	if jr == nil {
+		return page, nil
+	}
+	// The records after the cursor, in page order, are a prefix of asc.
+	end := len(jr.asc)
+	if cursor != "" {
+		end = sort.Search(len(jr.asc), func(i int) bool { return !storekit.After(*jr.asc[i], slot, cursor) })
+	}
+	limit := storekit.Limit(q)
+	for i := end - 1; i >= 0; i-- {
+		r := jr.asc[i]
+		if !storekit.Match(q, *r) {
+			continue
+		}
+		if len(page.Runs) == limit {
+			page.Next = storekit.Cursor(page.Runs[limit-1])
+			break
+		}
+		page.Runs = append(page.Runs, copyRun(r))
+	}
+	return page, nil
+}
+
+// Run implements onetick.Ledger.
+func (b *Backend) Run(ctx context.Context, job, tick string) (onetick.Run, bool, error) {
+	if _, err := b.lock(ctx); err != nil {
+		return onetick.Run{}, false, err
+	}
+	defer b.mu.Unlock()
+	if jr := b.runsOf(job, false); jr != nil {
+		if r := jr.byTick[tick]; r != nil {
+			return copyRun(r), true, nil
+		}
+	}
+	return onetick.Run{}, false, nil
+}
