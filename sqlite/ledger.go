@@ -73,9 +73,15 @@ func (o *op) noteRun(fresh onetick.Run, ev onetick.RunEvent) error {
 	if ok, err := o.putRun(r, true); ok || err != nil {
 		return err
 	}
-	r, _, err := o.getRun(fresh.Job, fresh.Tick)
-	if err != nil {
+	var doc string
+	if err := o.row("SELECT doc FROM runs WHERE job = ? AND tick = ?", fresh.Job, fresh.Tick).Scan(&doc); err != nil {
 		return err
+	}
+	// A record that does not parse (hand-edited) holds no claim and no
+	// run back: it is replaced.
+	r, err := decodeRun(fresh.Job, fresh.Tick, doc)
+	if err != nil {
+		r = fresh
 	}
 	storekit.Note(&r, ev)
 	_, err = o.putRun(r, false)

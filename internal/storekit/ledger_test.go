@@ -100,3 +100,28 @@ func TestCursorAndOrder(t *testing.T) {
 		t.Fatal("Limit")
 	}
 }
+
+func TestClaimNotes(t *testing.T) {
+	now := time.UnixMilli(50_000)
+	l := onetick.Lease{Holder: "r1", Epoch: 9}
+	tk := onetick.Tick{Job: "a", Slot: 20_000, Skipped: []onetick.SkipRange{{From: 1000, Through: 9000, Count: 9, Reason: onetick.SkipGrace}}}
+	if _, ok := storekit.ClaimNotes(tk, "a:20000", storekit.Decision{Outcome: onetick.Claimed}, l, now); ok {
+		t.Fatal("a retried claim (no record written) notes the ledger")
+	}
+	n, ok := storekit.ClaimNotes(tk, "a:20000", storekit.Decision{Outcome: onetick.Claimed, Record: "t"}, l, now)
+	if !ok || n.Fresh.Tick != "a:20000" || n.Fresh.Slot != 20_000 || n.Event.What != onetick.EventEnqueued ||
+		n.Event.Epoch != 9 || n.Event.Replica != "r1" || !n.Event.At.Equal(now) || len(n.Skipped) != 1 || n.Skipped[0].Count != 9 {
+		t.Fatalf("claimed: %+v, %v", n, ok)
+	}
+	n, _ = storekit.ClaimNotes(tk, "a:20000", storekit.Decision{Outcome: onetick.Paused, Record: "t|p"}, l, now)
+	if n.Event.What != onetick.EventPaused || len(n.Skipped) != 1 {
+		t.Fatalf("paused: %+v", n)
+	}
+}
+
+func TestJobs(t *testing.T) {
+	got := storekit.Jobs([]onetick.Tick{{Job: "b"}, {Job: "a"}, {Job: "b"}, {Job: "c"}, {Job: "a"}})
+	if strings.Join(got, ",") != "b,a,c" {
+		t.Fatalf("Jobs = %v", got)
+	}
+}
