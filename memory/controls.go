@@ -139,6 +139,7 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 		d.Answer(&res, i)
 	}
 	b.logControl(m.Record(ticks, a, now, n))
+	b.trimLocked(now, m.Job)
 	return res, nil
 }
 

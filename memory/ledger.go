@@ -75,8 +75,9 @@ func (b *Backend) claimLedgerLocked(now time.Time, l onetick.Lease, t onetick.Ti
 	}
 }
 
-// trimLocked drops, for job, at most storekit.TrimPerClaim records: the
-// oldest beyond the newest MaxPerJob, then those past the age limit.
+// trimLocked, by a claim or an enqueue, drops at most storekit.TrimPerClaim
+// records of job: the oldest beyond the newest MaxPerJob, then those
+// past the age limit.
 func (b *Backend) trimLocked(now time.Time, job string) {
 	jr := b.runsOf(job, false)
 	if jr == nil {

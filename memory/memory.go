@@ -1,6 +1,7 @@
 // Package memory is an in-process onetick backend with the same semantics
 // as the Redis one: a lease with a fencing epoch, store-side fenced claims,
-// per-tick records and streams, all judged by the backend's own clock.
+// per-tick records and streams, all judged by the backend's own clock. It
+// keeps the run ledger (onetick.Ledger) under the same lock.
 //
 // It serves tests, the demo and the single-replica embedded default. It
 // offers no high availability: its state lives and dies with the process.
@@ -30,7 +31,9 @@ type Options struct {
 	ClockTolerance time.Duration
 	// HistoryLen is how many leadership terms are kept. Default 100.
 	HistoryLen int
-	// Ledger bounds the run ledger (defaults: storekit.Retention).
+	// Ledger bounds the run ledger; zero fields take
+	// onetick.DefaultLedgerMaxAge and DefaultLedgerMaxPerJob. A claim or
+	// an enqueue trims the records of its jobs.
 	Ledger onetick.LedgerRetention
 }
 

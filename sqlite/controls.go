@@ -246,6 +246,9 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 		if err := o.logControl(m.Record(ticks, a, o.now, n)); err != nil {
 			return err
 		}
+		if err := b.trimRuns(o, m.Job); err != nil {
+			return err
+		}
 		if c.wrote {
 			o.after = append(o.after, b.wakeAppended)
 		}

@@ -106,8 +106,9 @@ func (o *op) claimLedger(l onetick.Lease, t onetick.Tick, id string, d storekit.
 	return nil
 }
 
-// trimRuns drops, for job, at most storekit.TrimPerClaim records: the
-// oldest beyond the newest MaxPerJob, then those past the age limit.
+// trimRuns, by a claim or an enqueue, drops at most storekit.TrimPerClaim
+// records of job: the oldest beyond the newest MaxPerJob, then those
+// past the age limit.
 func (b *Backend) trimRuns(o *op, job string) error {
 	ret := b.opts.Ledger
 	res, err := o.tx.ExecContext(o.ctx, `DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs WHERE job = ?

@@ -76,7 +76,9 @@ type Options struct {
 	PollInterval time.Duration
 	// Logger receives the store's notices; default discards.
 	Logger *slog.Logger
-	// Ledger bounds the run ledger (defaults: storekit.Retention).
+	// Ledger bounds the run ledger; zero fields take
+	// onetick.DefaultLedgerMaxAge and DefaultLedgerMaxPerJob. A claim or
+	// an enqueue trims the records of its jobs.
 	Ledger onetick.LedgerRetention
 }
 
