@@ -735,6 +735,7 @@ func testSchedulerSkipsBeyondGrace(t *testing.T, h Harness, b onetick.Backend) {
 	if total := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("missed")); total != missed {
 		t.Fatalf("fleet total of missed slots (prefer missed) %v, want the one job's %v", total, missed)
 	}
+	checkSkipLedger(t, b, "miss", s0, slots, missed, onetick.SkipGrace)
 }
 
 func testSchedulerMaxCatchup(t *testing.T, h Harness, b onetick.Backend) {
@@ -760,6 +761,7 @@ func testSchedulerMaxCatchup(t *testing.T, h Harness, b onetick.Backend) {
 	if total := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("missed")); total != 0 {
 		t.Fatalf("fleet total of missed slots (prefer missed) %v, want 0: the job prefers duplicate", total)
 	}
+	checkSkipLedger(t, b, "cap", s0, slots, missed, onetick.SkipMaxCatchup)
 }
 
 func testSchedulerNoHistory(t *testing.T, h Harness, b onetick.Backend) {
