@@ -31,7 +31,7 @@ func (o *op) putRun(r onetick.Run, fresh bool) (bool, error) {
 		q += ` ON CONFLICT (job, tick) DO UPDATE SET slot = excluded.slot, newest = excluded.newest,
 			fate = excluded.fate, doc = excluded.doc`
 	}
-	res, err := o.tx.ExecContext(o.ctx, q, r.Job, r.Tick, int64(r.Slot), int64(storekit.Newest(r)), string(r.Fate), doc)
+	res, err := o.tx.ExecContext(o.ctx, q, r.Job, r.Tick, int64(r.Slot), int64(storekit.Newest(r)), string(r.Fate), string(doc))
 	if err != nil {
 		return false, err
 	}
