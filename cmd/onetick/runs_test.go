@@ -92,7 +92,7 @@ func TestRunsAndWhy(t *testing.T) {
 	}
 
 	dead := waitRuns(t, 1, append([]string{"bad", "--fate", "dead"}, base...)...)
-	if r := dead.Runs[0]; !strings.Contains(r.Reason, "exit status 3") {
+	if r := dead.Runs[0]; !strings.Contains(r.Reason, "exited with code 3") {
 		t.Fatalf("dead record %+v: want the error as its reason", r)
 	}
 
