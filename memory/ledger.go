@@ -58,6 +58,10 @@ func (b *Backend) putNewLocked(r onetick.Run) {
 // insert adds r, which has no record yet, in order.
 func (jr *jobRuns) insert(r *onetick.Run) {
 	jr.byTick[r.Tick] = r
+	if n := len(jr.asc); n == 0 || storekit.Before(*r, *jr.asc[n-1]) {
+		jr.asc = append(jr.asc, r) // the newest: a claim's usual record
+		return
+	}
 	i := sort.Search(len(jr.asc), func(i int) bool { return storekit.Before(*jr.asc[i], *r) })
 	jr.asc = slices.Insert(jr.asc, i, r)
 }
@@ -85,25 +89,37 @@ func (b *Backend) trimLocked(now time.Time, job string) {
 	}
 	ret := b.opts.Ledger
 	n := min(max(len(jr.asc)-ret.MaxPerJob, 0), storekit.TrimPerClaim)
-	for _, r := range jr.asc[:n] {
-		delete(jr.byTick, r.Tick)
+	for i := 0; i < n; i++ {
+		jr.drop(i)
 	}
-	jr.asc = slices.Delete(jr.asc, 0, n)
-	// A record can be expired only if its slot is; the expired ones are
+	// A record can be expired only if its slot is: the expired ones are
 	// among the oldest slots.
 	cutoff := onetick.SlotOf(now.Add(-ret.MaxAge))
-	for i := 0; i < len(jr.asc) && n < storekit.TrimPerClaim && jr.asc[i].Slot < cutoff; {
-		if r := jr.asc[i]; storekit.Expired(storekit.Newest(*r), now, ret) {
-			delete(jr.byTick, r.Tick)
-			jr.asc = slices.Delete(jr.asc, i, i+1)
+	for i := n; i < len(jr.asc) && n < storekit.TrimPerClaim && jr.asc[i].Slot < cutoff; i++ {
+		if storekit.Expired(storekit.Newest(*jr.asc[i]), now, ret) {
+			jr.drop(i)
 			n++
-			continue
 		}
-		i++
+	}
+	// The dropped records are mostly a prefix: cut it off without moving
+	// the rest (append reallocates the array as it fills).
+	k := 0
+	for k < n && jr.asc[k] == nil {
+		k++
+	}
+	jr.asc = jr.asc[k:]
+	if k < n {
+		jr.asc = slices.DeleteFunc(jr.asc, func(r *onetick.Run) bool { return r == nil })
 	}
 	if len(jr.asc) == 0 {
 		delete(b.runs, job)
 	}
+}
+
+// drop forgets record i of asc, leaving nil in its place.
+func (jr *jobRuns) drop(i int) {
+	delete(jr.byTick, jr.asc[i].Tick)
+	jr.asc[i] = nil
 }
 
 // copyRun returns r with its own events, as a reader may keep it.

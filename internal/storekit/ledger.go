@@ -3,6 +3,7 @@ package storekit
 import (
 	"encoding/base64"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,13 +56,27 @@ func ClaimNotes(t onetick.Tick, id string, d Decision, l onetick.Lease, now time
 // Jobs returns the jobs of a claim's ticks, each once, in the order they
 // first appear: the jobs whose ledger the claim trims.
 func Jobs(ticks []onetick.Tick) []string {
-	var out []string
-	seen := map[string]bool{}
+	var (
+		out  []string
+		seen map[string]bool // once there are many
+	)
 	for _, t := range ticks {
-		if !seen[t.Job] {
+		switch {
+		case seen != nil:
+			if seen[t.Job] {
+				continue
+			}
 			seen[t.Job] = true
-			out = append(out, t.Job)
+		case slices.Contains(out, t.Job):
+			continue
+		case len(out) == 8:
+			seen = make(map[string]bool, len(ticks))
+			for _, j := range out {
+				seen[j] = true
+			}
+			seen[t.Job] = true
 		}
+		out = append(out, t.Job)
 	}
 	return out
 }

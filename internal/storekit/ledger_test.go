@@ -1,6 +1,7 @@
 package storekit_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +124,12 @@ func TestJobs(t *testing.T) {
 	got := storekit.Jobs([]onetick.Tick{{Job: "b"}, {Job: "a"}, {Job: "b"}, {Job: "c"}, {Job: "a"}})
 	if strings.Join(got, ",") != "b,a,c" {
 		t.Fatalf("Jobs = %v", got)
+	}
+	var many []onetick.Tick
+	for i := 0; i < 40; i++ {
+		many = append(many, onetick.Tick{Job: strconv.Itoa(i % 20)})
+	}
+	if got := storekit.Jobs(many); len(got) != 20 || got[0] != "0" || got[19] != "19" {
+		t.Fatalf("Jobs of 20 jobs = %v", got)
 	}
 }
