@@ -200,6 +200,7 @@ func (s *Scheduler) account(ld *Leadership, c *claimCall, log *slog.Logger) (ear
 		}
 		if o := res.Outcomes[i]; o == Claimed || o == Duplicate || o == Paused {
 			s.repaired(j, log)
+			j.recorded(t)
 		}
 	}
 	if len(delivered) > 0 {

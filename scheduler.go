@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -231,6 +232,10 @@ type jobState struct {
 	brokenTop Slot          // newest slot counted in brokenCtr
 	retry     bool          // set by the last claim: wake by backoff
 	backoff   time.Duration // current retry delay while damaged
+
+	// skips are the ranges of slots this term skipped that no claim has
+	// recorded yet: the job's next tick carries them (Tick.Skipped).
+	skips []SkipRange
 
 	metrics jobMetrics
 }
@@ -536,10 +541,10 @@ func (s *Scheduler) repaired(j *jobState, log *slog.Logger) {
 // reads the store afresh.
 func (s *Scheduler) endTerm() {
 	for _, j := range s.jobs {
-		j.broken = nil
+		j.broken, j.skips = nil, nil
 	}
 	for _, j := range s.dyn {
-		j.broken = nil
+		j.broken, j.skips = nil, nil
 	}
 	s.brokenJobs = 0
 	s.metrics.BrokenJobs.Set(0)
@@ -579,6 +584,7 @@ func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger, ticks []Tick) 
 		}
 		if skipped > 0 {
 			log.Warn("gap: slots skipped", attrs...)
+			j.skipped(SkipRange{From: nextSlot(j.Schedule, c), Through: lastSkipped, Count: skipped, Reason: skipReason(j.Prefer)})
 		}
 		// Accounted for: the next wake-up waits for the next slot.
 		j.cursor = max(j.cursor, lastSkipped)
@@ -590,11 +596,52 @@ func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger, ticks []Tick) 
 		log.Info("catching up late slots", "job", j.Name, "from", slots[0].String(), "count", n)
 	}
 	j.planTop = slots[len(slots)-1]
-	for _, sl := range slots {
-		ticks = append(ticks, Tick{Job: j.Name, Slot: sl, Stream: j.Stream, Payload: j.Payload,
-			Retention: j.retention, MaxLen: j.MaxLen, Version: j.Version})
+	for i, sl := range slots {
+		t := Tick{Job: j.Name, Slot: sl, Stream: j.Stream, Payload: j.Payload,
+			Retention: j.retention, MaxLen: j.MaxLen, Version: j.Version}
+		if i == 0 && len(j.skips) > 0 {
+			t.Skipped = slices.Clone(j.skips)
+		}
+		ticks = append(ticks, t)
 	}
 	return ticks
+}
+
+// maxSkips bounds the skipped ranges a job carries until a claim records
+// them; past it the two oldest are merged into one.
+const maxSkips = 16
+
+// skipped remembers a range of slots the job skipped, for its next tick.
+func (j *jobState) skipped(r SkipRange) {
+	if len(j.skips) >= maxSkips {
+		a, b := j.skips[0], j.skips[1]
+		j.skips[1] = SkipRange{From: a.From, Through: b.Through, Count: a.Count + b.Count, Reason: b.Reason}
+		j.skips = j.skips[1:]
+	}
+	j.skips = append(j.skips, r)
+}
+
+// recorded forgets the skipped ranges a claim of the job has answered
+// for (recorded them, or found the tick claimed before): those up to the
+// last range tick t carried.
+func (j *jobState) recorded(t Tick) {
+	if len(t.Skipped) == 0 {
+		return
+	}
+	last := t.Skipped[len(t.Skipped)-1].Through
+	k := 0
+	for k < len(j.skips) && j.skips[k].Through <= last {
+		k++
+	}
+	j.skips = j.skips[k:]
+}
+
+// skipReason is why a job with preference p skips late slots.
+func skipReason(p Prefer) string {
+	if p == PreferDuplicate {
+		return SkipMaxCatchup
+	}
+	return SkipGrace
 }
 
 // retentionFor is how long per-tick records live: three intervals of the

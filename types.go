@@ -210,6 +210,10 @@ type Tick struct {
 	// Version is the job's definition version (Job.Version), written
 	// into the stream entry as "version" when not empty.
 	Version string
+	// Skipped are the ranges of the job's slots the leader skipped just
+	// before this tick; a store that keeps a ledger records them in the
+	// claim that writes this tick (see SkipRange).
+	Skipped []SkipRange
 }
 
 // ID is the tick's identity.

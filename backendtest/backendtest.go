@@ -48,6 +48,10 @@ type Harness struct {
 	// StreamKey, if set, maps the suite's stream names to the backend's
 	// keys (a Redis Cluster needs every key in the prefix's hash slot).
 	StreamKey func(name string) string
+	// NewRetained, if set, is New for a backend whose run ledger is kept
+	// with retention r; the ledger's retention cases need it and are
+	// skipped without it. Only for backends that implement onetick.Ledger.
+	NewRetained func(t *testing.T, r onetick.LedgerRetention) onetick.Backend
 }
 
 // sk is the key of the suite's stream name (see Harness.StreamKey); the
@@ -86,6 +90,7 @@ func Exercise(t *testing.T, h Harness) {
 	tests = append(tests, damageTests...)
 	tests = append(tests, controlTests...)
 	tests = append(tests, jobStoreTests...)
+	tests = append(tests, ledgerTests...)
 	if h.StreamKey != nil {
 		sk = h.StreamKey
 		defer func() { sk = func(name string) string { return name } }()
@@ -730,6 +735,7 @@ func testSchedulerSkipsBeyondGrace(t *testing.T, h Harness, b onetick.Backend) {
 	if total := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("missed")); total != missed {
 		t.Fatalf("fleet total of missed slots (prefer missed) %v, want the one job's %v", total, missed)
 	}
+	checkSkipLedger(t, b, "miss", s0, slots, missed, onetick.SkipGrace)
 }
 
 func testSchedulerMaxCatchup(t *testing.T, h Harness, b onetick.Backend) {
@@ -755,6 +761,7 @@ func testSchedulerMaxCatchup(t *testing.T, h Harness, b onetick.Backend) {
 	if total := testutil.ToFloat64(s.Metrics().MissedTicks.WithLabelValues("missed")); total != 0 {
 		t.Fatalf("fleet total of missed slots (prefer missed) %v, want 0: the job prefers duplicate", total)
 	}
+	checkSkipLedger(t, b, "cap", s0, slots, missed, onetick.SkipMaxCatchup)
 }
 
 func testSchedulerNoHistory(t *testing.T, h Harness, b onetick.Backend) {

@@ -133,11 +133,13 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 		if d.Append {
 			b.ticks[id] = tickRecord{token: d.Record, expires: now.Add(t.Retention)}
 			b.appendLocked(now, t, id, onetick.TickRecord{Epoch: b.epoch, Replica: m.Token, Kind: m.Kind})
+			b.noteLocked(now, storekit.NewRun(t, id, m.Kind), onetick.RunEvent{What: onetick.EventEnqueued, Replica: m.Token})
 			n++
 		}
 		d.Answer(&res, i)
 	}
 	b.logControl(m.Record(ticks, a, now, n))
+	b.trimLocked(now, m.Job)
 	return res, nil
 }
 

@@ -1,6 +1,7 @@
 // Package memory is an in-process onetick backend with the same semantics
 // as the Redis one: a lease with a fencing epoch, store-side fenced claims,
-// per-tick records and streams, all judged by the backend's own clock.
+// per-tick records and streams, all judged by the backend's own clock. It
+// keeps the run ledger (onetick.Ledger) under the same lock.
 //
 // It serves tests, the demo and the single-replica embedded default. It
 // offers no high availability: its state lives and dies with the process.
@@ -30,6 +31,10 @@ type Options struct {
 	ClockTolerance time.Duration
 	// HistoryLen is how many leadership terms are kept. Default 100.
 	HistoryLen int
+	// Ledger bounds the run ledger; zero fields take
+	// onetick.DefaultLedgerMaxAge and DefaultLedgerMaxPerJob. A claim or
+	// an enqueue trims the records of its jobs.
+	Ledger onetick.LedgerRetention
 }
 
 // Backend is the in-process store. It is safe for concurrent use by many
@@ -46,6 +51,7 @@ type Backend struct {
 	last     map[string]onetick.Slot
 	ticks    map[string]tickRecord
 	streams  map[string][]onetick.TickRecord
+	runs     map[string]*jobRuns // job -> its run ledger (ledger.go)
 	seq      int64
 	released storekit.Signal // the lease was released or expired
 	closed   bool
@@ -90,11 +96,13 @@ func New(opts Options) *Backend {
 	if opts.HistoryLen == 0 {
 		opts.HistoryLen = 100
 	}
+	opts.Ledger = storekit.Retention(opts.Ledger)
 	return &Backend{
 		opts:    opts,
 		last:    map[string]onetick.Slot{},
 		ticks:   map[string]tickRecord{},
 		streams: map[string][]onetick.TickRecord{},
+		runs:    map[string]*jobRuns{},
 	}
 }
 
@@ -278,12 +286,16 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 		if d.Append {
 			b.appendLocked(now, t, id, onetick.TickRecord{Epoch: l.Epoch, Replica: l.Holder})
 		}
+		b.claimLedgerLocked(now, l, t, id, d)
 		d.Answer(&res, i)
 	}
 	for _, t := range ticks {
 		if last, ok := b.last[t.Job]; ok && b.dmg.lastJob[t.Job] == nil {
 			b.dropPassedLocked(t.Job, last)
 		}
+	}
+	for _, job := range storekit.Jobs(ticks) {
+		b.trimLocked(now, job)
 	}
 	return res, nil
 }

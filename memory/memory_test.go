@@ -21,6 +21,9 @@ func harness() backendtest.Harness {
 		},
 		Damage: damage,
 		Fix:    fix,
+		NewRetained: func(_ *testing.T, r onetick.LedgerRetention) onetick.Backend {
+			return memory.New(memory.Options{Ledger: r})
+		},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 	"github.com/onetick/onetick/worker"
 )
 
@@ -79,8 +80,10 @@ func (s *WorkerStore) Replay(ctx context.Context, id string) (worker.DeadLetter,
 		if dl.ID != id {
 			continue
 		}
-		s.appendLocked(now, worker.Delivery{Stream: dl.Stream, Job: dl.Job, Slot: dl.Slot, Tick: dl.Tick,
-			Epoch: dl.Epoch, Replica: dl.Replica, Payload: dl.Payload}, 1)
+		d := worker.Delivery{Stream: dl.Stream, Job: dl.Job, Slot: dl.Slot, Tick: dl.Tick,
+			Epoch: dl.Epoch, Replica: dl.Replica, Payload: dl.Payload}
+		s.appendLocked(now, d, 1)
+		s.b.noteLocked(now, storekit.RunOf(&d), onetick.RunEvent{What: onetick.EventReplayed})
 		g.dead = append(g.dead[:i:i], g.dead[i+1:]...)
 		g.deadCount[dl.Job]--
 		return dl, nil

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/internal/storekit"
 	"github.com/onetick/onetick/worker"
 )
@@ -115,5 +116,11 @@ func (t *workTx) Dead(consumer string, d *worker.Delivery, deliveries int, msg s
 		Consumer: consumer, At: t.now.UTC(),
 	})
 	t.g.deadCount[d.Job]++
+	return nil
+}
+
+// Note implements storekit.WorkTx.
+func (t *workTx) Note(d *worker.Delivery, ev onetick.RunEvent) error {
+	t.s.b.noteLocked(t.now, storekit.RunOf(d), ev)
 	return nil
 }

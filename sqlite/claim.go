@@ -201,6 +201,9 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 					return err
 				}
 			}
+			if err := o.claimLedger(l, t, id, d); err != nil {
+				return err
+			}
 			d.Answer(&res, i)
 		}
 		for _, t := range ticks {
@@ -208,6 +211,11 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 		}
 		if err := c.finish(); err != nil {
 			return err
+		}
+		for _, job := range storekit.Jobs(ticks) {
+			if err := b.trimRuns(o, job); err != nil {
+				return err
+			}
 		}
 		if c.wrote {
 			o.after = append(o.after, b.wakeAppended)

@@ -233,6 +233,9 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 				if err := c.appendEntry(t, id, onetick.Epoch(epoch), m.Token, m.Kind); err != nil {
 					return err
 				}
+				if err := o.noteRun(storekit.NewRun(t, id, m.Kind), onetick.RunEvent{What: onetick.EventEnqueued, Replica: m.Token}); err != nil {
+					return err
+				}
 				n++
 			}
 			d.Answer(&res, i)
@@ -241,6 +244,9 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 			return err
 		}
 		if err := o.logControl(m.Record(ticks, a, o.now, n)); err != nil {
+			return err
+		}
+		if err := b.trimRuns(o, m.Job); err != nil {
 			return err
 		}
 		if c.wrote {

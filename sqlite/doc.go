@@ -56,6 +56,8 @@
 //	w_markers     per group: the overlap run markers run:<job>
 //	w_waiters     per group: waiter places of jobs (entry, job, slot)
 //	w_alive       per group: each consumer's liveness expiry
+//	runs          the run ledger: job, tick -> slot, newest slot, fate,
+//	              the record as JSON (onetick.Run)
 //
 // A stream entry's id is "<store ms>-<seq>", shaped as a Redis stream id.
 // Entries are trimmed only by a job's MaxLen, tick records after their

@@ -76,6 +76,10 @@ type Options struct {
 	PollInterval time.Duration
 	// Logger receives the store's notices; default discards.
 	Logger *slog.Logger
+	// Ledger bounds the run ledger; zero fields take
+	// onetick.DefaultLedgerMaxAge and DefaultLedgerMaxPerJob. A claim or
+	// an enqueue trims the records of its jobs.
+	Ledger onetick.LedgerRetention
 }
 
 // Backend is a onetick store in one SQLite file. It is safe for
@@ -126,6 +130,7 @@ func Open(path string, opts Options) (*Backend, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	opts.Ledger = storekit.Retention(opts.Ledger)
 	if path == "" {
 		return nil, errors.New("sqlite: no path given")
 	}

@@ -69,6 +69,13 @@ func harness() backendtest.Harness {
 		},
 		Damage: damage,
 		Fix:    func(*testing.T, onetick.Backend, backendtest.Damage) {},
+		NewRetained: func(t *testing.T, r onetick.LedgerRetention) onetick.Backend {
+			b, err := sqlite.Open(filepath.Join(t.TempDir(), "onetick.db"), sqlite.Options{Ledger: r})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		},
 	}
 }
 

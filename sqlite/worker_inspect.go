@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 	"github.com/onetick/onetick/worker"
 )
 
@@ -115,8 +117,12 @@ func (s *WorkerStore) Replay(ctx context.Context, id string) (worker.DeadLetter,
 		if err != nil {
 			return err
 		}
-		if err := s.appendEntry(o, worker.Delivery{Stream: dl.Stream, Job: dl.Job, Slot: dl.Slot, Tick: dl.Tick,
-			Epoch: dl.Epoch, Replica: dl.Replica, Payload: dl.Payload}, 1); err != nil {
+		d := worker.Delivery{Stream: dl.Stream, Job: dl.Job, Slot: dl.Slot, Tick: dl.Tick,
+			Epoch: dl.Epoch, Replica: dl.Replica, Payload: dl.Payload}
+		if err := s.appendEntry(o, d, 1); err != nil {
+			return err
+		}
+		if err := o.noteRun(storekit.RunOf(&d), onetick.RunEvent{What: onetick.EventReplayed}); err != nil {
 			return err
 		}
 		if err := o.exec("DELETE FROM w_dead WHERE grp = ? AND seq = ?", s.group, seqOf(id)); err != nil {

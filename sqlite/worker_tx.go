@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/internal/storekit"
 	"github.com/onetick/onetick/worker"
 )
@@ -165,4 +166,9 @@ func (t *workTx) Dead(consumer string, d *worker.Delivery, deliveries int, msg s
 	return t.o.exec(`INSERT INTO w_dead (grp, ms, job, tick, slot, epoch, replica, payload, stream, entry, attempts, deliveries, error, consumer)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, t.s.group, t.o.ms, d.Job, d.Tick, int64(d.Slot), int64(d.Epoch), d.Replica, d.Payload,
 		d.Stream, d.ID, d.Attempt, deliveries, msg, consumer)
+}
+
+// Note implements storekit.WorkTx.
+func (t *workTx) Note(d *worker.Delivery, ev onetick.RunEvent) error {
+	return t.o.noteRun(storekit.RunOf(d), ev)
 }

@@ -171,6 +171,7 @@ func (a *api) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /status", a.read(a.status))
 	mux.HandleFunc("GET /api/v1/jobs", a.read(a.jobs))
 	mux.HandleFunc("GET /api/v1/controls", a.read(a.controls))
+	mux.HandleFunc("GET /api/v1/jobs/{job}/runs", a.read(a.runs))
 	mux.HandleFunc("POST /api/v1/jobs/{job}/pause", a.change(a.pause))
 	mux.HandleFunc("POST /api/v1/jobs/{job}/resume", a.change(a.resume))
 	mux.HandleFunc("POST /api/v1/jobs/{job}/trigger", a.change(a.trigger))

@@ -69,6 +69,10 @@ func Main(ctx context.Context, args []string, env Env) int {
 		} else {
 			err = cmdJobs(ctx, rest, env)
 		}
+	case "runs":
+		err = cmdRuns(ctx, rest, env)
+	case "why":
+		err = cmdWhy(ctx, rest, env)
 	case "dead":
 		err = cmdDead(ctx, rest, env)
 	case "validate":
@@ -135,6 +139,8 @@ Usage:
   onetick resume JOB --config FILE [--reason WHY] [--who NAME]
   onetick trigger JOB --config FILE [--key KEY] [--payload JSON] [--reason WHY]
   onetick backfill JOB --from RFC3339 --to RFC3339 --config FILE [--dry-run] [--max N]
+  onetick runs JOB --config FILE [--from T] [--to T] [--fate F] [--limit N] [--after CURSOR] [--json]
+  onetick why JOB SLOT|KEY --config FILE [--json]
   onetick dead list --config FILE [--after ID] [-n N] [--json]
   onetick dead replay ID --config FILE
   onetick validate --config FILE

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/worker"
 )
 
@@ -88,6 +89,11 @@ type WorkTx interface {
 	// Dead appends d's tick to the dead letters with the store's
 	// delivery count and msg, counting it for its job.
 	Dead(consumer string, d *worker.Delivery, deliveries int, msg string) error
+
+	// Note applies ev, at the store's now, to the run ledger's record of
+	// d's tick (storekit.Note; RunOf(d) when the record is gone). A store
+	// that keeps no ledger does nothing.
+	Note(d *worker.Delivery, ev onetick.RunEvent) error
 }
 
 // Token names a delivery's stream entry in markers, waiter places and

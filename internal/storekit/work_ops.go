@@ -3,6 +3,7 @@ package storekit
 import (
 	"time"
 
+	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/worker"
 )
 
@@ -35,6 +36,9 @@ func begin(tx WorkTx, consumer string, hold time.Duration, st worker.Start) (wor
 	}
 	switch a := Screen(st, count, done); a {
 	case worker.SkipDone:
+		if err := tx.Note(d, event(onetick.EventSkippedDone, consumer, d, "")); err != nil {
+			return 0, err
+		}
 		return a, settle(tx, d)
 	case worker.DeadDeliveries:
 		if err := dead(tx, consumer, d, count, DeliveryLimitError(count, st.MaxDeliveries)); err != nil {
@@ -62,12 +66,17 @@ func begin(tx WorkTx, consumer string, hold time.Duration, st worker.Start) (wor
 				return 0, err
 			}
 		}
-		err = tx.SetRunning(d, hold)
+		if err = tx.SetRunning(d, hold); err == nil {
+			err = tx.Note(d, event(onetick.EventStarted, consumer, d, ""))
+		}
 	case worker.Wait:
 		err = tx.AddPlace(d)
 	case worker.SkipOverlap:
 		if err = tx.Ack(d); err == nil {
 			err = tx.SetLast(d.Job, worker.OutcomeSkippedOverlap, d.Tick)
+		}
+		if err == nil {
+			err = tx.Note(d, event(onetick.EventSkippedOverlap, consumer, d, ""))
 		}
 	}
 	return a, err
@@ -126,7 +135,22 @@ func dead(tx WorkTx, consumer string, d *worker.Delivery, deliveries int, msg st
 	if err := tx.Dead(consumer, d, deliveries, msg); err != nil {
 		return err
 	}
-	return tx.SetLast(d.Job, worker.OutcomeDead, d.Tick)
+	if err := tx.SetLast(d.Job, worker.OutcomeDead, d.Tick); err != nil {
+		return err
+	}
+	return tx.Note(d, event(onetick.EventDead, consumer, d, msg))
+}
+
+// event is the ledger event what of d's attempt by consumer.
+func event(what, consumer string, d *worker.Delivery, detail string) onetick.RunEvent {
+	return onetick.RunEvent{What: what, Worker: consumer, Attempt: d.Attempt, Detail: detail}
+}
+
+// RunOf is the ledger record a worker store starts from when d's tick
+// has none (retention dropped it, or it was enqueued before the store
+// kept a ledger).
+func RunOf(d *worker.Delivery) onetick.Run {
+	return onetick.Run{Job: d.Job, Slot: d.Slot, Tick: d.Tick}
 }
 
 // Heartbeat is worker.Store.Heartbeat over the primitives of one
@@ -214,16 +238,25 @@ func finish(tx WorkTx, consumer string, f worker.Finish) (bool, error) {
 	}
 	switch f.Kind {
 	case worker.FinishRelease:
-		return true, tx.Unown(d)
+		if err := tx.Unown(d); err != nil {
+			return false, err
+		}
+		return true, tx.Note(d, event(onetick.EventReleased, consumer, d, ""))
 	case worker.FinishDone:
 		if err = tx.WriteDone(consumer, d, f.Retention); err == nil {
 			err = tx.SetLast(d.Job, worker.OutcomeSucceeded, d.Tick)
+		}
+		if err == nil {
+			err = tx.Note(d, event(onetick.EventSucceeded, consumer, d, ""))
 		}
 	case worker.FinishRetry:
 		next := *d
 		next.Attempt++
 		if err = tx.ScheduleRetry(next, f.Delay); err == nil {
 			err = tx.SetLast(d.Job, worker.OutcomeRetried, d.Tick)
+		}
+		if err == nil {
+			err = tx.Note(d, event(onetick.EventRetried, consumer, d, f.Err))
 		}
 	case worker.FinishDead:
 		err = dead(tx, consumer, d, count, f.Err)

@@ -147,6 +147,15 @@ func (h *Handle) WorkStore(group string) (WorkStore, error) {
 	return h.work(group), nil
 }
 
+// Ledger is the store's run ledger (docs/ledger.md), or an error naming
+// the store when it keeps none yet.
+func (h *Handle) Ledger() (onetick.Ledger, error) {
+	if lg, ok := h.Backend().(onetick.Ledger); ok {
+		return lg, nil
+	}
+	return nil, fmt.Errorf("the %s store keeps no run ledger yet (see docs/ledger.md for the stores that do)", h.desc.Kind)
+}
+
 // Describe says which store is in use and what it sees now (a Sentinel's
 // or Cluster's primary, a PostgreSQL server's version and role): for
 // `onetick status`, /readyz and the start-up log.

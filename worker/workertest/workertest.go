@@ -33,6 +33,8 @@ type Harness struct {
 
 // Env is one backend instance under test.
 type Env struct {
+	// Backend is the backend; when it implements onetick.Ledger, the
+	// suite checks what the worker stores write to the run ledger.
 	Backend onetick.Backend
 	// Store returns a worker store of the default group ("onetick") on
 	// Backend, with its own connection where the backend has any, as a
@@ -81,6 +83,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"LostOwnershipCancels", testLostOwnership},
 		{"ShutdownBound", testShutdown},
 		{"SkippedDone", testSkippedDone},
+		{"Ledger", testLedger},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h.New(t)) })

@@ -1,0 +1,201 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
+)
+
+// The run ledger of the file store: table runs (migrations/0006), one row
+// per tick identity of a job with its record as JSON. Every write is in
+// the transaction of the change it records.
+
+var _ onetick.Ledger = (*Backend)(nil)
+
+// putRun writes record r: inserted when fresh, else replacing the row.
+func (o *op) putRun(r onetick.Run, fresh bool) (bool, error) {
+	doc, err := json.Marshal(r)
+	if err != nil {
+		return false, err
+	}
+	q := `INSERT INTO runs (job, tick, slot, newest, fate, doc) VALUES (?, ?, ?, ?, ?, ?)`
+	if fresh {
+		q += " ON CONFLICT (job, tick) DO NOTHING"
+	} else {
+		q += ` ON CONFLICT (job, tick) DO UPDATE SET slot = excluded.slot, newest = excluded.newest,
+			fate = excluded.fate, doc = excluded.doc`
+	}
+	res, err := o.tx.ExecContext(o.ctx, q, r.Job, r.Tick, int64(r.Slot), int64(storekit.Newest(r)), string(r.Fate), string(doc))
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// getRun reads job's record of tick.
+func (o *op) getRun(job, tick string) (onetick.Run, bool, error) {
+	var doc string
+	err := o.row("SELECT doc FROM runs WHERE job = ? AND tick = ?", job, tick).Scan(&doc)
+	if errors.Is(err, sql.ErrNoRows) {
+		return onetick.Run{}, false, nil
+	}
+	if err != nil {
+		return onetick.Run{}, false, err
+	}
+	r, err := decodeRun(job, tick, doc)
+	return r, err == nil, err
+}
+
+// decodeRun reads a row's record; a doc that does not parse names the row.
+func decodeRun(job, tick, doc string) (onetick.Run, error) {
+	var r onetick.Run
+	if err := json.Unmarshal([]byte(doc), &r); err != nil {
+		return onetick.Run{}, fmt.Errorf("sqlite: runs row (%s, %s): doc: %w", job, tick, err)
+	}
+	return r, nil
+}
+
+// noteRun applies ev, at the store's now, to the record of fresh's
+// identity: the stored one, or fresh when there is none.
+func (o *op) noteRun(fresh onetick.Run, ev onetick.RunEvent) error {
+	ev.At = o.now
+	r := fresh
+	storekit.Note(&r, ev)
+	// Most notes of a claim or an enqueue create the record: try that
+	// first.
+	if ok, err := o.putRun(r, true); ok || err != nil {
+		return err
+	}
+	var doc string
+	if err := o.row("SELECT doc FROM runs WHERE job = ? AND tick = ?", fresh.Job, fresh.Tick).Scan(&doc); err != nil {
+		return err
+	}
+	// A record that does not parse (hand-edited) holds no claim and no
+	// run back: it is replaced.
+	r, err := decodeRun(fresh.Job, fresh.Tick, doc)
+	if err != nil {
+		r = fresh
+	}
+	storekit.Note(&r, ev)
+	_, err = o.putRun(r, false)
+	return err
+}
+
+// claimLedger records decision d of tick t (identity id) of a claim by
+// lease l (storekit.ClaimNotes).
+func (o *op) claimLedger(l onetick.Lease, t onetick.Tick, id string, d storekit.Decision) error {
+	n, ok := storekit.ClaimNotes(t, id, d, l, o.now)
+	if !ok {
+		return nil
+	}
+	if err := o.noteRun(n.Fresh, n.Event); err != nil {
+		return err
+	}
+	for _, r := range n.Skipped {
+		if _, err := o.putRun(r, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// trimRuns, by a claim or an enqueue, drops at most storekit.TrimPerClaim
+// records of job: the oldest beyond the newest MaxPerJob, then those
+// past the age limit.
+func (b *Backend) trimRuns(o *op, job string) error {
+	ret := b.opts.Ledger
+	res, err := o.tx.ExecContext(o.ctx, `DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs WHERE job = ?
+		ORDER BY slot DESC, tick LIMIT ? OFFSET ?)`, job, storekit.TrimPerClaim, ret.MaxPerJob)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil || n >= storekit.TrimPerClaim {
+		return err
+	}
+	// A record can be expired only if its slot is.
+	cutoff := int64(onetick.SlotOf(o.now.Add(-ret.MaxAge)))
+	return o.exec(`DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs WHERE job = ? AND slot < ? AND newest < ?
+		ORDER BY slot LIMIT ?)`, job, cutoff, cutoff, storekit.TrimPerClaim-n)
+}
+
+// Runs implements onetick.Ledger. It reads a snapshot and takes no write
+// lock.
+func (b *Backend) Runs(ctx context.Context, q onetick.RunQuery) (onetick.RunPage, error) {
+	var (
+		where strings.Builder
+		args  = []any{q.Job}
+	)
+	where.WriteString("job = ?")
+	if q.After != "" {
+		slot, tick, err := storekit.ParseCursor(q.After)
+		if err != nil {
+			return onetick.RunPage{}, fmt.Errorf("sqlite: runs of %s: %w", q.Job, err)
+		}
+		where.WriteString(" AND slot <= ? AND NOT (slot = ? AND tick <= ?)")
+		args = append(args, int64(slot), int64(slot), tick)
+	}
+	if q.From != 0 {
+		where.WriteString(" AND newest >= ?")
+		args = append(args, int64(q.From))
+	}
+	if q.To != 0 {
+		where.WriteString(" AND slot <= ?")
+		args = append(args, int64(q.To))
+	}
+	if q.Fate != "" {
+		where.WriteString(" AND fate = ?")
+		args = append(args, string(q.Fate))
+	}
+	limit := storekit.Limit(q)
+	args = append(args, limit+1)
+	page := onetick.RunPage{Runs: []onetick.Run{}}
+	err := b.read(ctx, func(o *op) error {
+		rows, err := o.tx.QueryContext(o.ctx, "SELECT tick, doc FROM runs WHERE "+where.String()+
+			" ORDER BY slot DESC, tick LIMIT ?", args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var tick, doc string
+			if err := rows.Scan(&tick, &doc); err != nil {
+				return err
+			}
+			if len(page.Runs) == limit {
+				page.Next = storekit.Cursor(page.Runs[limit-1])
+				break
+			}
+			r, err := decodeRun(q.Job, tick, doc)
+			if err != nil {
+				return err
+			}
+			page.Runs = append(page.Runs, r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return onetick.RunPage{}, err
+	}
+	return page, nil
+}
+
+// Run implements onetick.Ledger.
+func (b *Backend) Run(ctx context.Context, job, tick string) (onetick.Run, bool, error) {
+	var (
+		r  onetick.Run
+		ok bool
+	)
+	err := b.read(ctx, func(o *op) (err error) {
+		r, ok, err = o.getRun(job, tick)
+		return err
+	})
+	return r, ok, err
+}
