@@ -19,18 +19,20 @@ import (
 // The run ledger's commands: `runs` lists what became of a job's slots,
 // `why` tells one slot's whole story (docs/ledger.md).
 
-// ledgerCmd opens the store's ledger for a command about one job.
-func ledgerCmd(ctx context.Context, c *controlCmd, pos []string, env Env) (onetick.Ledger, func(), error) {
-	_, _, h, err := c.sf.open(ctx, c.name, pos, env)
+// ledgerCmd opens the store's ledger for a command about one job, and
+// the context its reads take (30 s at most); done closes both.
+func ledgerCmd(ctx context.Context, c *controlCmd, env Env) (onetick.Ledger, context.Context, func(), error) {
+	_, _, h, err := c.sf.open(ctx, c.name, nil, env)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	lg, err := h.Ledger()
 	if err != nil {
 		_ = h.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return lg, func() { _ = h.Close() }, nil
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	return lg, sctx, func() { cancel(); _ = h.Close() }, nil
 }
 
 // slotArg reads a slot given as an RFC 3339 time or as Unix milliseconds.
@@ -76,13 +78,11 @@ func cmdRuns(ctx context.Context, args []string, env Env) error {
 	if *limit < 1 || *limit > onetick.MaxRunLimit {
 		return badInput("--limit: must be between 1 and %d, got %d", onetick.MaxRunLimit, *limit)
 	}
-	lg, closeFn, err := ledgerCmd(ctx, c, nil, env)
+	lg, sctx, done, err := ledgerCmd(ctx, c, env)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
+	defer done()
 	page, err := lg.Runs(sctx, q)
 	if errors.Is(err, storekit.ErrBadCursor) {
 		return badInput("--after: not a cursor printed by `onetick runs`: %s", onetick.Excerpt(*after))
@@ -121,13 +121,11 @@ func cmdWhy(ctx context.Context, args []string, env Env) error {
 		return badInput("why: want JOB and SLOT (RFC 3339 or Unix ms) or a trigger's KEY, got %d arguments", len(pos))
 	}
 	job, arg := pos[0], pos[1]
-	lg, closeFn, err := ledgerCmd(ctx, c, nil, env)
+	lg, sctx, done, err := ledgerCmd(ctx, c, env)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
+	defer done()
 	var runs []onetick.Run
 	if s, serr := slotArg("SLOT", arg); serr == nil {
 		// Every record that speaks of the slot: its own, a backfill of
