@@ -52,6 +52,22 @@ func use(t *testing.T, h *Handle, kind Kind) {
 	if _, err := ws.Status(ctx, []string{"a"}); err != nil {
 		t.Fatalf("Status: %v", err)
 	}
+	// The embedded stores keep the run ledger; Redis and PostgreSQL do
+	// not yet, and say so naming the store.
+	lg, err := h.Ledger()
+	switch kind {
+	case Memory, File:
+		if err != nil {
+			t.Fatalf("Ledger of the %s store: %v", kind, err)
+		}
+		if p, err := lg.Runs(ctx, onetick.RunQuery{Job: "a"}); err != nil || len(p.Runs) != 0 {
+			t.Fatalf("Runs of an empty ledger: %+v, %v", p, err)
+		}
+	default:
+		if err == nil || !strings.Contains(err.Error(), "the "+string(kind)+" store keeps no run ledger yet") {
+			t.Fatalf("Ledger of the %s store: %v, want it refused by name", kind, err)
+		}
+	}
 	if err := h.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
