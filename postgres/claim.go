@@ -97,8 +97,12 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 			t := &ticks[i]
 			id := t.ID()
 			rec, seen := st.recs[id]
+			var recTok string
+			if seen { // formatted only for a tick that has a record
+				recTok = rec.token()
+			}
 			last, hasLast := st.last[t.Job]
-			d, _ := storekit.Decide(*t, token, limit, storekit.View{Seen: seen, Record: rec.token(), HasLast: hasLast,
+			d, _ := storekit.Decide(*t, token, limit, storekit.View{Seen: seen, Record: recTok, HasLast: hasLast,
 				Last: onetick.Slot(last), JobDamage: st.badPause[t.Job], Paused: paused})
 			d.Answer(&res, i)
 			if d.Record == "" {
