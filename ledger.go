@@ -78,7 +78,36 @@ type RunEvent struct {
 	Attempt int    `json:"attempt,omitempty"`
 	// Detail: an error, a reason; at most MaxEventDetail bytes.
 	Detail string `json:"detail,omitempty"`
+	// Result: what the attempt's executor reported (succeeded, retried,
+	// dead): exit code, HTTP status, duration, output's tail.
+	Result
 }
+
+// Result is what one attempt reported about itself, beside its error:
+// a command's exit code, an HTTP executor's response status, how long it
+// ran, and the tail of its output (a command's stdout and stderr, an
+// HTTP response body). Executors fill it in; a Go handler may too
+// (worker.Report). A ledger keeps Output only on its newest
+// OutputEvents events, each cut to its last MaxEventOutput bytes.
+type Result struct {
+	// Exit is a command's exit status (nil when not a command, or when
+	// it did not exit on its own: killed by a signal, not started).
+	Exit *int `json:"exit,omitempty"`
+	// Status is an HTTP response status (0 when none).
+	Status int `json:"status,omitempty"`
+	// Duration is the attempt's run time by the worker's clock.
+	Duration time.Duration `json:"duration,omitempty"`
+	// Output is the end of what the attempt printed or answered.
+	Output string `json:"output,omitempty"`
+}
+
+// MaxEventOutput caps an event's Output (its last bytes are kept).
+const MaxEventOutput = 4096
+
+// OutputEvents is how many of a record's newest events with an Output
+// keep it; older events lose their output, so a record stays bounded
+// (about MaxRunEvents*MaxEventDetail + OutputEvents*MaxEventOutput).
+const OutputEvents = 3
 
 // Run is the ledger's record of one tick identity.
 type Run struct {

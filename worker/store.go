@@ -262,6 +262,9 @@ type Finish struct {
 	Delay time.Duration
 	// Retention of the done record (FinishDone).
 	Retention time.Duration
+	// Result is what the attempt reported (FinishDone, FinishRetry,
+	// FinishDead): the ledger keeps it on the outcome's event.
+	Result onetick.Result
 }
 
 // Promoted is PromoteDue's answer.

@@ -105,16 +105,27 @@ func SkippedRun(job string, r onetick.SkipRange, epoch onetick.Epoch, replica st
 
 // Note applies event ev to record r: it appends the event (keeping the
 // first and the newest MaxRunEvents-1, counting the dropped ones), cuts
-// its detail to MaxEventDetail bytes, and sets the record's fate, reason
-// and update time.
+// its detail to MaxEventDetail bytes and its output to its last
+// MaxEventOutput bytes, drops the output of events older than the newest
+// OutputEvents that have one, and sets the record's fate, reason and
+// update time.
 func Note(r *onetick.Run, ev onetick.RunEvent) {
 	ev.At = ev.At.UTC()
 	ev.Detail = cut(ev.Detail, onetick.MaxEventDetail)
+	ev.Output = tail(ev.Output, onetick.MaxEventOutput)
 	if len(r.Events) >= onetick.MaxRunEvents {
 		r.Events = append(r.Events[:1], r.Events[2:]...)
 		r.Dropped++
 	}
 	r.Events = append(r.Events, ev)
+	for i, kept := len(r.Events)-1, 0; i >= 0; i-- {
+		if r.Events[i].Output == "" {
+			continue
+		}
+		if kept++; kept > onetick.OutputEvents {
+			r.Events[i].Output = ""
+		}
+	}
 	r.Updated = ev.At
 	switch ev.What {
 	case onetick.EventEnqueued, onetick.EventReleased, onetick.EventReplayed:
@@ -147,6 +158,18 @@ func cut(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// tail returns the end of s, at most n bytes, starting on a rune boundary.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - n
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
 }
 
 // Retention is r with the defaults filled in.

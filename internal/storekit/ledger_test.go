@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/internal/storekit"
@@ -62,6 +63,31 @@ func TestNoteBounds(t *testing.T) {
 	d := r.Events[0].Detail
 	if len(d) != onetick.MaxEventDetail || !strings.HasSuffix(d, "é") {
 		t.Fatalf("detail of %d bytes, not cut on a rune", len(d))
+	}
+}
+
+func TestNoteOutput(t *testing.T) {
+	var r onetick.Run
+	long := strings.Repeat("é", onetick.MaxEventOutput) + "end" // 2 bytes a rune
+	for i := 1; i <= onetick.OutputEvents+2; i++ {
+		storekit.Note(&r, onetick.RunEvent{What: onetick.EventStarted, Attempt: i})
+		storekit.Note(&r, onetick.RunEvent{What: onetick.EventRetried, Attempt: i, Result: onetick.Result{Output: long}})
+	}
+	with := 0
+	for i, ev := range r.Events {
+		if ev.Output == "" {
+			continue
+		}
+		with++
+		if len(ev.Output) > onetick.MaxEventOutput || !strings.HasSuffix(ev.Output, "éend") || !utf8.ValidString(ev.Output) {
+			t.Fatalf("event %d: output of %d bytes, not the tail cut on a rune", i, len(ev.Output))
+		}
+		if ev.Attempt <= 2 {
+			t.Fatalf("attempt %d kept its output; only the newest %d keep theirs", ev.Attempt, onetick.OutputEvents)
+		}
+	}
+	if with != onetick.OutputEvents {
+		t.Fatalf("%d events keep an output, want %d", with, onetick.OutputEvents)
 	}
 }
 

@@ -41,7 +41,7 @@ func begin(tx WorkTx, consumer string, hold time.Duration, st worker.Start) (wor
 		}
 		return a, settle(tx, d)
 	case worker.DeadDeliveries:
-		if err := dead(tx, consumer, d, count, DeliveryLimitError(count, st.MaxDeliveries)); err != nil {
+		if err := dead(tx, consumer, d, count, DeliveryLimitError(count, st.MaxDeliveries), onetick.Result{}); err != nil {
 			return 0, err
 		}
 		return a, settle(tx, d)
@@ -131,19 +131,44 @@ func settle(tx WorkTx, d *worker.Delivery) error {
 }
 
 // dead dead-letters d and makes it its job's last outcome.
-func dead(tx WorkTx, consumer string, d *worker.Delivery, deliveries int, msg string) error {
+func dead(tx WorkTx, consumer string, d *worker.Delivery, deliveries int, msg string, res onetick.Result) error {
 	if err := tx.Dead(consumer, d, deliveries, msg); err != nil {
 		return err
 	}
 	if err := tx.SetLast(d.Job, worker.OutcomeDead, d.Tick); err != nil {
 		return err
 	}
-	return tx.Note(d, event(onetick.EventDead, consumer, d, msg))
+	ev := event(onetick.EventDead, consumer, d, msg)
+	ev.Result = res
+	return tx.Note(d, ev)
 }
 
 // event is the ledger event what of d's attempt by consumer.
 func event(what, consumer string, d *worker.Delivery, detail string) onetick.RunEvent {
 	return onetick.RunEvent{What: what, Worker: consumer, Attempt: d.Attempt, Detail: detail}
+}
+
+// FinishEvent is the ledger event of finish f by consumer: succeeded,
+// retried with the attempt's error, dead, or released, with the attempt's
+// result (the store sets At).
+func FinishEvent(consumer string, f worker.Finish) onetick.RunEvent {
+	var what string
+	switch f.Kind {
+	case worker.FinishDone:
+		what = onetick.EventSucceeded
+	case worker.FinishRetry:
+		what = onetick.EventRetried
+	case worker.FinishDead:
+		what = onetick.EventDead
+	default:
+		return event(onetick.EventReleased, consumer, f.D, "")
+	}
+	ev := event(what, consumer, f.D, f.Err)
+	if f.Kind == worker.FinishDone {
+		ev.Detail = ""
+	}
+	ev.Result = f.Result
+	return ev
 }
 
 // RunOf is the ledger record a worker store starts from when d's tick
@@ -247,7 +272,7 @@ func finish(tx WorkTx, consumer string, f worker.Finish) (bool, error) {
 			err = tx.SetLast(d.Job, worker.OutcomeSucceeded, d.Tick)
 		}
 		if err == nil {
-			err = tx.Note(d, event(onetick.EventSucceeded, consumer, d, ""))
+			err = tx.Note(d, FinishEvent(consumer, f))
 		}
 	case worker.FinishRetry:
 		next := *d
@@ -256,10 +281,10 @@ func finish(tx WorkTx, consumer string, f worker.Finish) (bool, error) {
 			err = tx.SetLast(d.Job, worker.OutcomeRetried, d.Tick)
 		}
 		if err == nil {
-			err = tx.Note(d, event(onetick.EventRetried, consumer, d, f.Err))
+			err = tx.Note(d, FinishEvent(consumer, f))
 		}
 	case worker.FinishDead:
-		err = dead(tx, consumer, d, count, f.Err)
+		err = dead(tx, consumer, d, count, f.Err, f.Result)
 	}
 	if err != nil {
 		return false, err
