@@ -28,6 +28,9 @@ var (
 	ErrInvalidConfig = errors.New("onetick: invalid configuration")
 	// ErrUnknownJob is returned by Ops for a job name not in its set.
 	ErrUnknownJob = errors.New("onetick: unknown job")
+	// ErrLedgerOff is returned by a store's ledger reads when its
+	// configuration keeps no ledger (LedgerRetention.Off).
+	ErrLedgerOff = errors.New("onetick: the run ledger is off (ledger.off in the configuration)")
 )
 
 // HeldError describes who holds the lease when Acquire fails.

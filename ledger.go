@@ -183,6 +183,11 @@ type Ledger interface {
 type LedgerRetention struct {
 	MaxAge    time.Duration
 	MaxPerJob int
+	// Off keeps no ledger at all: claims and workers write no record and
+	// the store does not implement Ledger's reads (they fail with
+	// ErrLedgerOff). For measuring the ledger's cost (make bench), and for
+	// a fleet that wants none.
+	Off bool
 }
 
 // Retention defaults.
