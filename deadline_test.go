@@ -15,7 +15,9 @@ func TestDeadlineJudge(t *testing.T) {
 		return onetick.Run{Job: "a", Slot: slot, Tick: onetick.TickID("a", slot), Fate: fate, Events: evs}
 	}
 	started := func(d time.Duration) onetick.RunEvent { return onetick.RunEvent{What: onetick.EventStarted, At: at(d)} }
-	done := func(d time.Duration) onetick.RunEvent { return onetick.RunEvent{What: onetick.EventSucceeded, At: at(d)} }
+	done := func(d time.Duration) onetick.RunEvent {
+		return onetick.RunEvent{What: onetick.EventSucceeded, At: at(d)}
+	}
 	for _, c := range []struct {
 		name string
 		r    onetick.Run
