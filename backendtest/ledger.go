@@ -23,6 +23,7 @@ var ledgerTests = []struct {
 	{"LedgerFilter", ledgerCase(testLedgerFilter)},
 	{"LedgerRetentionByCount", ledgerCase(testLedgerRetentionCount)},
 	{"LedgerRetentionByAge", ledgerCase(testLedgerRetentionAge)},
+	{"LedgerOff", ledgerCase(testLedgerOff)},
 }
 
 // ledgerCase runs fn on backends that keep a ledger.
@@ -335,5 +336,22 @@ func testLedgerRetentionAge(t *testing.T, h Harness, _ onetick.Backend, _ onetic
 	p := mustRuns(t, lg, onetick.RunQuery{Job: "ra"})
 	if len(p.Runs) != 2 || p.Runs[0].Slot != recent || p.Runs[1].Fate != onetick.FateSkipped {
 		t.Fatalf("records %+v: want the recent tick and the range that ends recently", p.Runs)
+	}
+}
+
+// testLedgerOff: a store whose retention is Off writes no record (a claim
+// and a trigger still work) and its reads fail with ErrLedgerOff.
+func testLedgerOff(t *testing.T, h Harness, _ onetick.Backend, _ onetick.Ledger) {
+	b, lg := retained(t, h, onetick.LedgerRetention{Off: true})
+	l := mustAcquire(t, b, "a", 30*time.Second)
+	slot := pastSlot(time.Minute, time.Second)
+	if out := mustClaim(t, b, l, tick("off", slot, sk("off"))); out[0] != onetick.Claimed {
+		t.Fatalf("claim with the ledger off: %v", out)
+	}
+	if _, err := lg.Runs(ctxT(t), onetick.RunQuery{Job: "off"}); !errors.Is(err, onetick.ErrLedgerOff) {
+		t.Fatalf("Runs with the ledger off: %v, want ErrLedgerOff", err)
+	}
+	if _, _, err := lg.Run(ctxT(t), "off", tick("off", slot, "").ID()); !errors.Is(err, onetick.ErrLedgerOff) {
+		t.Fatalf("Run with the ledger off: %v, want ErrLedgerOff", err)
 	}
 }

@@ -42,7 +42,9 @@ type File struct {
 	Role    string  `yaml:"role"`
 	Worker  Worker  `yaml:"worker"`
 	Metrics Metrics `yaml:"metrics"`
-	Jobs    []Job   `yaml:"jobs"`
+	// Ledger bounds the run ledger.
+	Ledger Ledger `yaml:"ledger"`
+	Jobs   []Job  `yaml:"jobs"`
 
 	// dir is the directory relative TLS file names are resolved against
 	// (set by Load; empty: the working directory).
@@ -60,13 +62,13 @@ type File struct {
 var jobsFileKeys = []string{"jobs"}
 
 // topKeys are the top-level keys of a configuration file, the sections.
-var topKeys = []string{"backend", "lease", "http", "role", "worker", "metrics", "jobs"}
+var topKeys = []string{"backend", "lease", "http", "role", "worker", "metrics", "ledger", "jobs"}
 
 // top walks the root mapping.
 func (p *parser) top(root *yaml.Node) {
 	m, ok := p.mapping(root, rootLine(root), "")
 	if !ok {
-		p.errs[len(p.errs)-1].Msg = "the top level must be a mapping with the keys backend, lease, http, role, worker, metrics and jobs"
+		p.errs[len(p.errs)-1].Msg = "the top level must be a mapping with the keys " + strings.Join(topKeys[:len(topKeys)-1], ", ") + " and " + topKeys[len(topKeys)-1]
 		return
 	}
 	var es []entry
@@ -99,6 +101,7 @@ func (p *parser) top(root *yaml.Node) {
 	p.worker(sec["worker"])
 	p.jobs(sec["jobs"], prefix, ttl)
 	p.metrics(sec["metrics"])
+	p.ledger(sec["ledger"])
 }
 
 func rootLine(n *yaml.Node) int {

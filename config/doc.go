@@ -77,6 +77,10 @@
 //	                           # all, listed or none
 //	  per_job_limit: 1000      # default 1000; only with auto
 //	  jobs: [nightly-billing]  # names of configured jobs, each once; with auto and listed
+//	ledger:                    # the run ledger: every slot's fate (onetick runs, onetick why)
+//	  max_age: 168h            # default 168h (7 days); at least 1m: older slots' records go
+//	  max_per_job: 1000        # default 1000 (at most 1000000): a job's newest records kept
+//	  off: false               # default false; true keeps no ledger
 //	jobs:
 //	  - name: nightly-billing        # required, unique; no spaces, at most 200 bytes
 //	    schedule: "0 2 * * *"        # required; see package cron

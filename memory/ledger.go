@@ -37,6 +37,9 @@ func (b *Backend) runsOf(job string, create bool) *jobRuns {
 // noteLocked applies ev, at the store's now, to the record of id: the
 // existing one, or fresh when there is none.
 func (b *Backend) noteLocked(now time.Time, fresh onetick.Run, ev onetick.RunEvent) {
+	if b.opts.Ledger.Off {
+		return
+	}
 	jr := b.runsOf(fresh.Job, true)
 	r := jr.byTick[fresh.Tick]
 	if r == nil {
@@ -49,6 +52,9 @@ func (b *Backend) noteLocked(now time.Time, fresh onetick.Run, ev onetick.RunEve
 
 // putNewLocked stores r unless its tick has a record.
 func (b *Backend) putNewLocked(r onetick.Run) {
+	if b.opts.Ledger.Off {
+		return
+	}
 	jr := b.runsOf(r.Job, true)
 	if jr.byTick[r.Tick] == nil {
 		jr.insert(&r)
@@ -83,6 +89,9 @@ func (b *Backend) claimLedgerLocked(now time.Time, l onetick.Lease, t onetick.Ti
 // records of job: the oldest beyond the newest MaxPerJob, then those
 // past the age limit.
 func (b *Backend) trimLocked(now time.Time, job string) {
+	if b.opts.Ledger.Off {
+		return
+	}
 	jr := b.runsOf(job, false)
 	if jr == nil {
 		return
@@ -131,6 +140,9 @@ func copyRun(r *onetick.Run) onetick.Run {
 
 // Runs implements onetick.Ledger.
 func (b *Backend) Runs(ctx context.Context, q onetick.RunQuery) (onetick.RunPage, error) {
+	if b.opts.Ledger.Off {
+		return onetick.RunPage{}, onetick.ErrLedgerOff
+	}
 	var (
 		slot   onetick.Slot
 		cursor string
@@ -172,6 +184,9 @@ func (b *Backend) Runs(ctx context.Context, q onetick.RunQuery) (onetick.RunPage
 
 // Run implements onetick.Ledger.
 func (b *Backend) Run(ctx context.Context, job, tick string) (onetick.Run, bool, error) {
+	if b.opts.Ledger.Off {
+		return onetick.Run{}, false, onetick.ErrLedgerOff
+	}
 	if _, err := b.lock(ctx); err != nil {
 		return onetick.Run{}, false, err
 	}

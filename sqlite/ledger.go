@@ -20,6 +20,9 @@ var _ onetick.Ledger = (*Backend)(nil)
 
 // putRun writes record r: inserted when fresh, else replacing the row.
 func (o *op) putRun(r onetick.Run, fresh bool) (bool, error) {
+	if o.ledgerOff {
+		return false, nil
+	}
 	doc, err := json.Marshal(r)
 	if err != nil {
 		return false, err
@@ -65,6 +68,9 @@ func decodeRun(job, tick, doc string) (onetick.Run, error) {
 // noteRun applies ev, at the store's now, to the record of fresh's
 // identity: the stored one, or fresh when there is none.
 func (o *op) noteRun(fresh onetick.Run, ev onetick.RunEvent) error {
+	if o.ledgerOff {
+		return nil
+	}
 	ev.At = o.now
 	r := fresh
 	storekit.Note(&r, ev)
@@ -110,15 +116,29 @@ func (o *op) claimLedger(l onetick.Lease, t onetick.Tick, id string, d storekit.
 // records of job: the oldest beyond the newest MaxPerJob, then those
 // past the age limit.
 func (b *Backend) trimRuns(o *op, job string) error {
+	if o.ledgerOff {
+		return nil
+	}
 	ret := b.opts.Ledger
-	res, err := o.tx.ExecContext(o.ctx, `DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs WHERE job = ?
-		ORDER BY slot DESC, tick LIMIT ? OFFSET ?)`, job, storekit.TrimPerClaim, ret.MaxPerJob)
+	var count int64
+	err := o.row("SELECT n FROM run_counts WHERE job = ?", job).Scan(&count)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	n, err := res.RowsAffected()
-	if err != nil || n >= storekit.TrimPerClaim {
-		return err
+	var n int64
+	if over := count - int64(ret.MaxPerJob); over > 0 {
+		// The oldest records are the front of runs_slot read backwards.
+		n = min(over, storekit.TrimPerClaim)
+		if err := o.exec(`DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs WHERE job = ?
+			ORDER BY slot, tick DESC LIMIT ?)`, job, n); err != nil {
+			return err
+		}
+		if n == storekit.TrimPerClaim {
+			return nil
+		}
 	}
 	// A record can be expired only if its slot is.
 	cutoff := int64(onetick.SlotOf(o.now.Add(-ret.MaxAge)))
@@ -129,6 +149,9 @@ func (b *Backend) trimRuns(o *op, job string) error {
 // Runs implements onetick.Ledger. It reads a snapshot and takes no write
 // lock.
 func (b *Backend) Runs(ctx context.Context, q onetick.RunQuery) (onetick.RunPage, error) {
+	if b.opts.Ledger.Off {
+		return onetick.RunPage{}, onetick.ErrLedgerOff
+	}
 	var (
 		where strings.Builder
 		args  = []any{q.Job}
@@ -189,6 +212,9 @@ func (b *Backend) Runs(ctx context.Context, q onetick.RunQuery) (onetick.RunPage
 
 // Run implements onetick.Ledger.
 func (b *Backend) Run(ctx context.Context, job, tick string) (onetick.Run, bool, error) {
+	if b.opts.Ledger.Off {
+		return onetick.Run{}, false, onetick.ErrLedgerOff
+	}
 	var (
 		r  onetick.Run
 		ok bool

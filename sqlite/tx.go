@@ -22,6 +22,8 @@ type op struct {
 	ms    int64
 	after []func() // run after a successful commit (notifications)
 	undo  []func() // run when the transaction does not commit
+	// ledgerOff: the store keeps no run ledger (Options.Ledger.Off).
+	ledgerOff bool
 }
 
 // write runs fn in an immediate transaction: it holds SQLite's write lock
@@ -49,7 +51,7 @@ func (b *Backend) txn(ctx context.Context, readOnly bool, fn func(o *op) error) 
 		return b.wrap(err)
 	}
 	now := b.opts.Clock.Now()
-	o := &op{ctx: ctx, tx: tx, now: now, ms: now.UnixMilli()}
+	o := &op{ctx: ctx, tx: tx, now: now, ms: now.UnixMilli(), ledgerOff: b.opts.Ledger.Off}
 	var changes, commit int64
 	if !readOnly {
 		changes, err = o.totalChanges()

@@ -52,7 +52,7 @@ func Exposed(path string) []string {
 // openFile opens the durable file store at o.Path; its notices (such as
 // a file others can read) go to o.Logger.
 func openFile(o Options) (*Handle, error) {
-	b, err := sqlite.Open(o.Path, sqlite.Options{Logger: o.Logger})
+	b, err := sqlite.Open(o.Path, sqlite.Options{Logger: o.Logger, Ledger: o.ledger})
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +73,7 @@ func openFile(o Options) (*Handle, error) {
 
 // openMemory builds the in-process store.
 func openMemory(o Options) *Handle {
-	b := memory.New(memory.Options{})
+	b := memory.New(memory.Options{Ledger: o.ledger})
 	h := &Handle{backend: b, close: b.Close,
 		desc:     Description{Kind: Memory},
 		work:     func(group string) WorkStore { return b.WorkerStore(group) },

@@ -61,6 +61,9 @@ type Options struct {
 	// Stdout is where the embedded stores' sink writes ticks, one JSON
 	// line each; nil: no sink.
 	Stdout io.Writer
+
+	// ledger is the configuration's ledger section (set by Open).
+	ledger onetick.LedgerRetention
 }
 
 // InvalidError is a configuration that cannot open a store as it is
@@ -106,6 +109,8 @@ type Handle struct {
 	upkeep   func(ctx context.Context)
 	sink     onetick.Sink
 	close    func() error
+	// ledgerOff: the configuration keeps no ledger (ledger.off).
+	ledgerOff bool
 }
 
 // Open opens the store f names (the embedded one of o without a shared
@@ -115,6 +120,16 @@ func Open(ctx context.Context, f *config.File, o Options) (*Handle, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	o.ledger = f.Ledger.Retention()
+	h, err := open(ctx, f, o)
+	if h != nil {
+		h.ledgerOff = o.ledger.Off
+	}
+	return h, err
+}
+
+// open opens the store f names.
+func open(ctx context.Context, f *config.File, o Options) (*Handle, error) {
 	switch {
 	case f.Backend.Postgres != nil:
 		return openPostgres(ctx, f, o)
@@ -150,6 +165,9 @@ func (h *Handle) WorkStore(group string) (WorkStore, error) {
 // Ledger is the store's run ledger (docs/ledger.md), or an error naming
 // the store when it keeps none yet.
 func (h *Handle) Ledger() (onetick.Ledger, error) {
+	if h.ledgerOff {
+		return nil, onetick.ErrLedgerOff
+	}
 	if lg, ok := h.Backend().(onetick.Ledger); ok {
 		return lg, nil
 	}
