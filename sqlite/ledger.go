@@ -18,6 +18,22 @@ import (
 
 var _ onetick.Ledger = (*Backend)(nil)
 
+// The statements of the ledger's writes.
+const (
+	insertRun = `INSERT INTO runs (job, tick, slot, newest, fate, doc) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (job, tick) DO NOTHING`
+	upsertRun = `INSERT INTO runs (job, tick, slot, newest, fate, doc) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (job, tick) DO UPDATE SET slot = excluded.slot, newest = excluded.newest,
+			fate = excluded.fate, doc = excluded.doc`
+	selectRun = `SELECT doc FROM runs WHERE job = ? AND tick = ?`
+	// runsOfJob: a job's count of records and its oldest slot (the
+	// front of runs_slot read backwards).
+	runsOfJob  = `SELECT n, (SELECT slot FROM runs WHERE job = ?1 ORDER BY slot LIMIT 1) FROM run_counts WHERE job = ?1`
+	trimOldest = `DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs WHERE job = ? ORDER BY slot, tick DESC LIMIT ?)`
+	trimAged   = `DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs WHERE job = ? AND slot < ? AND newest < ?
+		ORDER BY slot LIMIT ?)`
+)
+
 // putRun writes record r: inserted when fresh, else replacing the row.
 func (o *op) putRun(r onetick.Run, fresh bool) (bool, error) {
 	if o.ledgerOff {
@@ -27,14 +43,15 @@ func (o *op) putRun(r onetick.Run, fresh bool) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	q := `INSERT INTO runs (job, tick, slot, newest, fate, doc) VALUES (?, ?, ?, ?, ?, ?)`
-	if fresh {
-		q += " ON CONFLICT (job, tick) DO NOTHING"
-	} else {
-		q += ` ON CONFLICT (job, tick) DO UPDATE SET slot = excluded.slot, newest = excluded.newest,
-			fate = excluded.fate, doc = excluded.doc`
+	q := insertRun
+	if !fresh {
+		q = upsertRun
 	}
-	res, err := o.tx.ExecContext(o.ctx, q, r.Job, r.Tick, int64(r.Slot), int64(storekit.Newest(r)), string(r.Fate), string(doc))
+	st, err := o.stmt(q)
+	if err != nil {
+		return false, err
+	}
+	res, err := st.ExecContext(o.ctx, r.Job, r.Tick, int64(r.Slot), int64(storekit.Newest(r)), string(r.Fate), string(doc))
 	if err != nil {
 		return false, err
 	}
@@ -80,13 +97,17 @@ func (o *op) noteRun(fresh onetick.Run, ev onetick.RunEvent) error {
 		return err
 	}
 	var doc string
-	if err := o.row("SELECT doc FROM runs WHERE job = ? AND tick = ?", fresh.Job, fresh.Tick).Scan(&doc); err != nil {
+	st, err := o.stmt(selectRun)
+	if err != nil {
+		return err
+	}
+	if err := st.QueryRowContext(o.ctx, fresh.Job, fresh.Tick).Scan(&doc); err != nil {
 		return err
 	}
 	// A record that does not parse (hand-edited) holds no claim and no
 	// run back: it is replaced.
-	r, err := decodeRun(fresh.Job, fresh.Tick, doc)
-	if err != nil {
+	r, derr := decodeRun(fresh.Job, fresh.Tick, doc)
+	if derr != nil {
 		r = fresh
 	}
 	storekit.Note(&r, ev)
@@ -120,8 +141,15 @@ func (b *Backend) trimRuns(o *op, job string) error {
 		return nil
 	}
 	ret := b.opts.Ledger
-	var count int64
-	err := o.row("SELECT n FROM run_counts WHERE job = ?", job).Scan(&count)
+	st, err := o.stmt(runsOfJob)
+	if err != nil {
+		return err
+	}
+	var (
+		count  int64
+		oldest sql.NullInt64
+	)
+	err = st.QueryRowContext(o.ctx, job).Scan(&count, &oldest)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
@@ -130,20 +158,26 @@ func (b *Backend) trimRuns(o *op, job string) error {
 	}
 	var n int64
 	if over := count - int64(ret.MaxPerJob); over > 0 {
-		// The oldest records are the front of runs_slot read backwards.
 		n = min(over, storekit.TrimPerClaim)
-		if err := o.exec(`DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs WHERE job = ?
-			ORDER BY slot, tick DESC LIMIT ?)`, job, n); err != nil {
+		st, err := o.stmt(trimOldest)
+		if err == nil {
+			_, err = st.ExecContext(o.ctx, job, n)
+		}
+		if err != nil || n == storekit.TrimPerClaim {
 			return err
 		}
-		if n == storekit.TrimPerClaim {
-			return nil
-		}
 	}
-	// A record can be expired only if its slot is.
+	// A record can be expired only if its slot is: nothing to do while
+	// the oldest slot is recent.
 	cutoff := int64(onetick.SlotOf(o.now.Add(-ret.MaxAge)))
-	return o.exec(`DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs WHERE job = ? AND slot < ? AND newest < ?
-		ORDER BY slot LIMIT ?)`, job, cutoff, cutoff, storekit.TrimPerClaim-n)
+	if !oldest.Valid || oldest.Int64 >= cutoff {
+		return nil
+	}
+	st, err = o.stmt(trimAged)
+	if err == nil {
+		_, err = st.ExecContext(o.ctx, job, cutoff, cutoff, storekit.TrimPerClaim-n)
+	}
+	return err
 }
 
 // Runs implements onetick.Ledger. It reads a snapshot and takes no write

@@ -24,6 +24,26 @@ type op struct {
 	undo  []func() // run when the transaction does not commit
 	// ledgerOff: the store keeps no run ledger (Options.Ledger.Off).
 	ledgerOff bool
+	// stmts are the statements prepared in tx (stmt), closed with it.
+	stmts map[string]*sql.Stmt
+}
+
+// stmt returns q prepared in o's transaction, once per transaction: for
+// the statements a claim runs once per tick or per job. The transaction's
+// end closes them.
+func (o *op) stmt(q string) (*sql.Stmt, error) {
+	if st, ok := o.stmts[q]; ok {
+		return st, nil
+	}
+	st, err := o.tx.PrepareContext(o.ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if o.stmts == nil {
+		o.stmts = map[string]*sql.Stmt{}
+	}
+	o.stmts[q] = st
+	return st, nil
 }
 
 // write runs fn in an immediate transaction: it holds SQLite's write lock
