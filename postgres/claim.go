@@ -83,7 +83,8 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 		if len(ticks) == 0 {
 			return nil
 		}
-		st, err := b.readClaimState(ctx, tx, ticks)
+		cr := b.claimRuns()
+		st, err := b.readClaimState(ctx, tx, ticks, cr)
 		if err != nil {
 			return err
 		}
@@ -114,11 +115,17 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 			}
 			plan = append(plan, wtick{t: t, id: id, slot: int64(t.Slot), keep: keepFor(int64(t.Slot), now, t.Retention),
 				paused: !d.Append, ooo: !d.Move})
+			if n, ok := storekit.ClaimNotes(*t, id, d, l, msTime(now)); ok {
+				if err := cr.add(id, n); err != nil {
+					return err
+				}
+			}
 		}
 		if len(plan) == 0 {
 			return nil
 		}
-		written, err := b.writeTicks(ctx, tx, plan, l.Holder, int64(l.Epoch), l.Holder, now, st.jobsWithPauses)
+		cr.setTrim(storekit.Jobs(ticks))
+		written, err := b.writeTicks(ctx, tx, plan, l.Holder, int64(l.Epoch), l.Holder, now, st.jobsWithPauses, cr)
 		if err != nil {
 			return err
 		}
@@ -148,7 +155,7 @@ type claimState struct {
 	before         map[string]bool // tick ids recorded before this claim
 }
 
-func (b *Backend) readClaimState(ctx context.Context, tx pgx.Tx, ticks []onetick.Tick) (*claimState, error) {
+func (b *Backend) readClaimState(ctx context.Context, tx pgx.Tx, ticks []onetick.Tick, cr *claimRuns) (*claimState, error) {
 	st := &claimState{last: map[string]int64{}, recs: map[string]record{}, pauses: map[string][]onetick.PauseInterval{},
 		badPause: map[string]*onetick.DamageError{}, before: map[string]bool{}}
 	seen := map[string]bool{}
@@ -179,6 +186,7 @@ func (b *Backend) readClaimState(ctx context.Context, tx pgx.Tx, ticks []onetick
 		})
 		return err
 	})
+	cr.queueCounts(b, batch, jobs)
 	b.queuePauses(batch, jobs, func(job string, iv []onetick.PauseInterval, bad *onetick.DamageError) {
 		st.jobsWithPauses = append(st.jobsWithPauses, job)
 		if bad != nil {
@@ -202,11 +210,12 @@ func (w written) ok(id string, st *claimState) bool { return st.before[id] || w[
 
 // writeTicks writes the planned ticks' records, appends the entries of
 // those not paused whose record it wrote, moves the last-fired slots of
-// in-order ticks, trims the streams, drops pause intervals that no later
+// in-order ticks, writes and trims the ledger's records (cr, nil when the
+// ledger is off), trims the streams, drops pause intervals that no later
 // slot can fall in (of jobs), and notifies workers. holder and epoch go
 // into the records, replica into the entries.
 func (b *Backend) writeTicks(ctx context.Context, tx pgx.Tx, plan []wtick, holder string, epoch int64, replica string,
-	now int64, jobs []string) (written, error) {
+	now int64, jobs []string, cr *claimRuns) (written, error) {
 	n := len(plan)
 	var (
 		ids, jobsA, streams, payloads, kinds = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -237,29 +246,19 @@ func (b *Backend) writeTicks(ctx context.Context, tx pgx.Tx, plan []wtick, holde
 		// take the schema's append lock until commit.
 		batch.Queue(lockSQL, b.lockKey("append"))
 	}
-	batch.Queue(b.q(`WITH t AS (
-			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::boolean[], $6::boolean[],
-				$7::text[], $8::text[], $9::text[], $10::int[], $15::text[])
-				AS t(tick, job, slot, keep_until, paused, ooo, stream, payload, kind, idx, version)),
-		r AS (INSERT INTO {s}.ticks AS k (tick, job, slot, holder, epoch, paused, keep_until)
-			SELECT tick, job, slot, $11, $12, paused, keep_until FROM t
-			ON CONFLICT (tick) DO UPDATE SET job = excluded.job, slot = excluded.slot, holder = excluded.holder,
-				epoch = excluded.epoch, paused = excluded.paused, keep_until = excluded.keep_until
-			WHERE k.keep_until <= $13
-			RETURNING tick),
-		e AS (INSERT INTO {s}.entries (stream, ms, job, slot, tick, epoch, replica, payload, kind, version)
-			SELECT t.stream, $13, t.job, t.slot, t.tick, $12, $14, t.payload, t.kind, t.version FROM t JOIN r USING (tick)
-			WHERE NOT t.paused ORDER BY t.idx),
-		lf AS (INSERT INTO {s}.last_fired AS f (job, slot)
-			SELECT t.job, max(t.slot) FROM t JOIN r USING (tick) WHERE NOT t.ooo GROUP BY t.job
-			ON CONFLICT (job) DO UPDATE SET slot = greatest(f.slot, excluded.slot))
-		SELECT tick FROM r`),
-		ids, jobsA, slots, keeps, paused, ooo, streams, payloads, kinds, idx, holder, epoch, now, replica, versions).
-		Query(func(rows pgx.Rows) error {
-			var id string
-			_, err := pgx.ForEachRow(rows, []any{&id}, func() error { out[id] = true; return nil })
-			return err
-		})
+	query, args := claimSQL+`
+		SELECT tick, true FROM r`, []any{ids, jobsA, slots, keeps, paused, ooo, streams, payloads, kinds, idx, holder, epoch, now, replica, versions}
+	if cr != nil {
+		query, args = claimWithRunsSQL, append(args, cr.args()...)
+	}
+	noted := map[string]bool{}
+	batch.Queue(b.q(query), args...).Query(func(rows pgx.Rows) error {
+		var id string
+		var ok bool
+		_, err := pgx.ForEachRow(rows, []any{&id, &ok}, func() error { out[id], noted[id] = true, ok; return nil })
+		return err
+	})
+	cr.queueTrims(b, batch, now)
 	var trimS []string
 	var trimN []int64
 	for _, s := range trimOrder {
@@ -287,8 +286,30 @@ func (b *Backend) writeTicks(ctx context.Context, tx pgx.Tx, plan []wtick, holde
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, err
 	}
+	if err := cr.settle(ctx, b, tx, noted, now); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
+
+// claimSQL is the statement of writeTicks, without its result: the
+// records ($1 ..), the entries and the last-fired slots.
+const claimSQL = `WITH t AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::boolean[], $6::boolean[],
+				$7::text[], $8::text[], $9::text[], $10::int[], $15::text[])
+				AS t(tick, job, slot, keep_until, paused, ooo, stream, payload, kind, idx, version)),
+		r AS (INSERT INTO {s}.ticks AS k (tick, job, slot, holder, epoch, paused, keep_until)
+			SELECT tick, job, slot, $11, $12, paused, keep_until FROM t
+			ON CONFLICT (tick) DO UPDATE SET job = excluded.job, slot = excluded.slot, holder = excluded.holder,
+				epoch = excluded.epoch, paused = excluded.paused, keep_until = excluded.keep_until
+			WHERE k.keep_until <= $13
+			RETURNING tick),
+		e AS (INSERT INTO {s}.entries (stream, ms, job, slot, tick, epoch, replica, payload, kind, version)
+			SELECT t.stream, $13, t.job, t.slot, t.tick, $12, $14, t.payload, t.kind, t.version FROM t JOIN r USING (tick)
+			WHERE NOT t.paused ORDER BY t.idx),
+		lf AS (INSERT INTO {s}.last_fired AS f (job, slot)
+			SELECT t.job, max(t.slot) FROM t JOIN r USING (tick) WHERE NOT t.ooo GROUP BY t.job
+			ON CONFLICT (job) DO UPDATE SET slot = greatest(f.slot, excluded.slot))`
 
 // trimNow says whether a claim that appended n entries to a stream of
 // MaxLen m trims it. Finding the cut walks m index entries, so trimming

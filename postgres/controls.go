@@ -169,12 +169,15 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 			ids[i] = t.ID()
 		}
 		seen := map[string]bool{}
-		rows, err := tx.Query(ctx, b.q(`SELECT tick FROM {s}.ticks WHERE tick = ANY($1) AND keep_until > $2`), ids, now)
-		if err != nil {
+		cr := b.claimRuns()
+		batch := &pgx.Batch{}
+		batch.Queue(b.q(`SELECT tick FROM {s}.ticks WHERE tick = ANY($1) AND keep_until > $2`), ids, now).Query(func(rows pgx.Rows) error {
+			var id string
+			_, err := pgx.ForEachRow(rows, []any{&id}, func() error { seen[id] = true; return nil })
 			return err
-		}
-		var id string
-		if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { seen[id] = true; return nil }); err != nil {
+		})
+		cr.queueCounts(b, batch, []string{m.Job})
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			return err
 		}
 		res = onetick.ClaimResult{StoreTime: msTime(now), Outcomes: make([]onetick.Outcome, len(ticks))}
@@ -188,11 +191,17 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 			if d.Append {
 				seen[ids[i]] = true
 				plan = append(plan, wtick{t: t, id: ids[i], slot: int64(slot), keep: keepFor(int64(slot), now, t.Retention), ooo: true, kind: m.Kind})
+				at := *t
+				at.Slot = slot
+				if err := cr.add(ids[i], enqueueNote(at, ids[i], m, msTime(now))); err != nil {
+					return err
+				}
 			}
 		}
 		n := 0
 		if len(plan) > 0 {
-			wr, err := b.writeTicks(ctx, tx, plan, m.Token, epoch, m.Token, now, nil)
+			cr.setTrim([]string{m.Job})
+			wr, err := b.writeTicks(ctx, tx, plan, m.Token, epoch, m.Token, now, nil, cr)
 			if err != nil {
 				return err
 			}

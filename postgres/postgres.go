@@ -16,6 +16,7 @@ import (
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/internal/redact"
+	"github.com/onetick/onetick/internal/storekit"
 )
 
 // Options configure a Backend.
@@ -34,6 +35,11 @@ type Options struct {
 	// Redis stream without MaxLen does; a tick's MaxLen trims its stream
 	// either way.
 	EntryRetention time.Duration
+	// Ledger bounds the run ledger (docs/ledger.md): records older than
+	// MaxAge (default 7 days) by their slot and beyond the newest
+	// MaxPerJob (default 1,000) of a job are dropped by claims and Prune;
+	// Off keeps none.
+	Ledger onetick.LedgerRetention
 	// Logger receives the listener connection's losses and returns;
 	// default: discarded.
 	Logger *slog.Logger
@@ -72,6 +78,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Backend, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	opts.Ledger = storekit.Retention(opts.Ledger)
 	b := &Backend{pool: pool, opts: opts, ident: pgx.Identifier{opts.Schema}.Sanitize()}
 	lc := pool.Config().ConnConfig // a copy
 	params := make(map[string]string, len(lc.RuntimeParams)+1)

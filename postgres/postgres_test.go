@@ -18,8 +18,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // the test (after the backend is closed: cleanups run last first).
 func open(t testing.TB) *postgres.Backend {
 	t.Helper()
-	schema := pgtest.Schema(t)
-	b, err := postgres.Open(context.Background(), pgtest.URL(), postgres.Options{Schema: schema})
+	return openWith(t, postgres.Options{})
+}
+
+// openWith is open with options o (its schema a fresh one).
+func openWith(t testing.TB, o postgres.Options) *postgres.Backend {
+	t.Helper()
+	o.Schema = pgtest.Schema(t)
+	b, err := postgres.Open(context.Background(), pgtest.URL(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,6 +57,9 @@ func execSQL(t testing.TB, b *postgres.Backend, sql string, args ...any) {
 func harness() backendtest.Harness {
 	return backendtest.Harness{
 		New: func(t *testing.T) onetick.Backend { return open(t) },
+		NewRetained: func(t *testing.T, r onetick.LedgerRetention) onetick.Backend {
+			return openWith(t, postgres.Options{Ledger: r})
+		},
 		Expire: func(t *testing.T, ob onetick.Backend) {
 			// The lease runs out now, as if its holder had paused past
 			// its TTL.
