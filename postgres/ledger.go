@@ -12,6 +12,7 @@ import (
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/internal/storekit"
+	"github.com/onetick/onetick/worker"
 )
 
 // The run ledger on PostgreSQL: table runs (migrations/005), one row per
@@ -59,6 +60,26 @@ func (b *Backend) ledgerTx(now time.Time) *ledgerTx {
 		return nil
 	}
 	return &ledgerTx{b: b, now: now.UTC(), recs: map[runKey]*runRec{}}
+}
+
+// at sets the store's now of lt's events.
+func (lt *ledgerTx) at(now time.Time) {
+	if lt != nil {
+		lt.now = now.UTC()
+	}
+}
+
+// readOwnedRunsSQL locks and reads the records of the ticks ($3) of
+// entries ($2) pending for consumer $4 of group $1: those a worker's
+// Begin or Finish may note.
+const readOwnedRunsSQL = `SELECT r.job, r.tick, r.doc::text FROM {s}.runs r
+	WHERE (r.job, r.tick) IN (SELECT p.job, u.tick FROM unnest($2::bigint[], $3::text[]) AS u(id, tick)
+		JOIN {s}.pending p ON p.grp = $1 AND p.entry_id = u.id AND p.consumer = $4)
+	ORDER BY r.job, r.tick FOR UPDATE OF r`
+
+// workEvent is the ledger event what of d's attempt by consumer.
+func workEvent(what, consumer string, d *worker.Delivery, detail string) onetick.RunEvent {
+	return onetick.RunEvent{What: what, Worker: consumer, Attempt: d.Attempt, Detail: detail}
 }
 
 const readRunsSQL = `SELECT r.job, r.tick, r.doc::text FROM {s}.runs r

@@ -318,27 +318,29 @@ func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Dura
 	err := pgx.BeginFunc(ctx, s.b.pool, func(tx pgx.Tx) error {
 		res = worker.BeginResult{Admissions: make([]worker.Admission, len(starts))}
 		owned := map[int64]beginState{}
-		rows, err := tx.Query(ctx, s.b.q(`SELECT p.entry_id, p.deliveries,
+		lt := s.b.ledgerTx(time.Time{})
+		batch := &pgx.Batch{}
+		batch.Queue(s.b.q(`SELECT p.entry_id, p.deliveries,
 				EXISTS (SELECT 1 FROM {s}.done d WHERE d.grp = $1 AND d.tick = u.tick AND d.keep_until > clock_timestamp())
 			FROM unnest($2::bigint[], $3::text[]) AS u(id, tick)
 			JOIN {s}.pending p ON p.grp = $1 AND p.entry_id = u.id AND p.consumer = $4
-			FOR UPDATE OF p`), s.group, ids, ticks, consumer)
-		if err != nil {
+			FOR UPDATE OF p`), s.group, ids, ticks, consumer).Query(func(rows pgx.Rows) error {
+			var id int64
+			var st beginState
+			_, err := pgx.ForEachRow(rows, []any{&id, &st.count, &st.done}, func() error { owned[id] = st; return nil })
 			return err
-		}
-		var id int64
-		var st beginState
-		if _, err := pgx.ForEachRow(rows, []any{&id, &st.count, &st.done}, func() error { owned[id] = st; return nil }); err != nil {
-			return err
-		}
-		if err := tx.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&res.StoreTime); err != nil {
+		})
+		batch.Queue("SELECT clock_timestamp()").QueryRow(func(r pgx.Row) error { return r.Scan(&res.StoreTime) })
+		lt.queueRead(batch, readOwnedRunsSQL, s.group, ids, ticks, consumer)
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 			return err
 		}
 		res.StoreTime = res.StoreTime.UTC()
+		lt.at(res.StoreTime)
 		if err := s.lockJobs(ctx, tx, starts, owned, ids); err != nil {
 			return err
 		}
-		batch := &pgx.Batch{}
+		batch = &pgx.Batch{}
 		var settled []int64 // acknowledged without running: their marker and waiter place go
 		for i, start := range starts {
 			d := start.D
@@ -350,7 +352,11 @@ func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Dura
 			d.Deliveries = o.count
 			if a := storekit.Screen(start, o.count, o.done); a != 0 {
 				if a == worker.DeadDeliveries {
-					s.queueDead(batch, consumer, d, o.count, storekit.DeliveryLimitError(o.count, start.MaxDeliveries))
+					msg := storekit.DeliveryLimitError(o.count, start.MaxDeliveries)
+					s.queueDead(batch, consumer, d, o.count, msg)
+					lt.note(storekit.RunOf(d), workEvent(onetick.EventDead, consumer, d, msg))
+				} else {
+					lt.note(storekit.RunOf(d), workEvent(onetick.EventSkippedDone, consumer, d, ""))
 				}
 				batch.Queue(s.b.q(ackSQL), s.group, ids[i])
 				settled = append(settled, ids[i])
@@ -367,16 +373,24 @@ func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Dura
 			case worker.Run:
 				batch.Queue(s.b.q(`UPDATE {s}.pending SET running_until = clock_timestamp() + $3 * interval '1 millisecond'
 					WHERE grp = $1 AND entry_id = $2`), s.group, ids[i], hold.Milliseconds())
+				lt.note(storekit.RunOf(d), workEvent(onetick.EventStarted, consumer, d, ""))
 			case worker.SkipOverlap:
 				batch.Queue(s.b.q(ackSQL), s.group, ids[i])
 				batch.Queue(s.b.q(lastOutcomeSQL), s.group, d.Job, string(worker.OutcomeSkippedOverlap), d.Tick)
+				lt.note(storekit.RunOf(d), workEvent(onetick.EventSkippedOverlap, consumer, d, ""))
 			}
 			res.Admissions[i] = a
 		}
 		if len(settled) > 0 {
 			s.queueRelease(batch, settled)
 		}
-		return tx.SendBatch(ctx, batch).Close()
+		if err := lt.queueWrite(batch); err != nil {
+			return err
+		}
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return err
+		}
+		return lt.settle(ctx, tx)
 	})
 	return res, err
 }
@@ -444,20 +458,32 @@ func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.F
 		ids[i], _ = parseEntryID(f.D.ID)
 	}
 	owned := make([]bool, len(fs))
+	ticks := make([]string, len(fs))
+	for i, f := range fs {
+		ticks[i] = f.D.Tick
+	}
 	err := pgx.BeginFunc(ctx, s.b.pool, func(tx pgx.Tx) error {
 		clear(owned)
 		count := map[int64]int{}
-		rows, err := tx.Query(ctx, s.b.q(`SELECT entry_id, deliveries FROM {s}.pending
-			WHERE grp = $1 AND consumer = $2 AND entry_id = ANY($3) FOR UPDATE`), s.group, consumer, ids)
-		if err != nil {
-			return err
-		}
-		var id int64
-		var n int
-		if _, err := pgx.ForEachRow(rows, []any{&id, &n}, func() error { count[id] = n; return nil }); err != nil {
-			return err
-		}
+		lt := s.b.ledgerTx(time.Time{})
+		var now time.Time
 		batch := &pgx.Batch{}
+		batch.Queue(s.b.q(`SELECT entry_id, deliveries FROM {s}.pending
+			WHERE grp = $1 AND consumer = $2 AND entry_id = ANY($3) FOR UPDATE`), s.group, consumer, ids).Query(func(rows pgx.Rows) error {
+			var id int64
+			var n int
+			_, err := pgx.ForEachRow(rows, []any{&id, &n}, func() error { count[id] = n; return nil })
+			return err
+		})
+		if lt != nil {
+			batch.Queue("SELECT clock_timestamp()").QueryRow(func(r pgx.Row) error { return r.Scan(&now) })
+			lt.queueRead(batch, readOwnedRunsSQL, s.group, ids, ticks, consumer)
+		}
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return err
+		}
+		lt.at(now)
+		batch = &pgx.Batch{}
 		var mine []int64
 		for i, f := range fs {
 			if _, ok := count[ids[i]]; ok {
@@ -489,6 +515,7 @@ func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.F
 			}
 			owned[i] = true
 			d := f.D
+			lt.note(storekit.RunOf(d), storekit.FinishEvent(consumer, f))
 			switch f.Kind {
 			case worker.FinishRelease:
 				// Owned by nobody and idle forever: any consumer may take
@@ -516,7 +543,13 @@ func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.F
 			}
 			batch.Queue(s.b.q(ackSQL), s.group, ids[i])
 		}
-		return tx.SendBatch(ctx, batch).Close()
+		if err := lt.queueWrite(batch); err != nil {
+			return err
+		}
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return err
+		}
+		return lt.settle(ctx, tx)
 	})
 	if err != nil {
 		return nil, err

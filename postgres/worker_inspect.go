@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 	"github.com/onetick/onetick/worker"
 )
 
@@ -119,9 +120,9 @@ func (s *WorkerStore) DeadLetters(ctx context.Context, after string, n int) ([]w
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (worker.DeadLetter, error) { return scanDead(r) })
 }
 
-// Replay implements worker.Inspector: the dead letter is deleted and its
-// tick appended to its stream (attempt 1, for this group) in one
-// transaction.
+// Replay implements worker.Inspector: the dead letter is deleted, its
+// tick's ledger record noted (replayed) and its tick appended to its
+// stream (attempt 1, for this group) in one transaction.
 func (s *WorkerStore) Replay(ctx context.Context, id string) (worker.DeadLetter, error) {
 	seq, ok := parseEntryID(id)
 	if !ok {
@@ -133,6 +134,19 @@ func (s *WorkerStore) Replay(ctx context.Context, id string) (worker.DeadLetter,
 		dl, err = scanDead(tx.QueryRow(ctx, s.b.q(`DELETE FROM {s}.dead WHERE grp = $1 AND id = $2 RETURNING `+deadColumns), s.group, seq))
 		if err != nil {
 			return err
+		}
+		// The record is written before the append lock is taken: claims
+		// write records while they hold that lock.
+		if lt := s.b.ledgerTx(time.Time{}); lt != nil {
+			var now time.Time
+			if err := tx.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now); err != nil {
+				return err
+			}
+			lt.at(now)
+			d := worker.Delivery{Job: dl.Job, Slot: dl.Slot, Tick: dl.Tick}
+			if err := lt.apply(ctx, tx, []onetick.Run{storekit.RunOf(&d)}, []onetick.RunEvent{{What: onetick.EventReplayed}}); err != nil {
+				return err
+			}
 		}
 		batch := &pgx.Batch{}
 		batch.Queue(lockSQL, s.b.lockKey("append"))
