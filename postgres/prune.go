@@ -12,6 +12,7 @@ type Pruned struct {
 	Markers    int64 // expired overlap markers
 	ControlLog int64 // control records beyond the newest 1000
 	Pending    int64 // pending rows of trimmed entries untouched for a day
+	Runs       int64 // run ledger records past Options.Ledger's retention
 }
 
 // pruneChunk bounds one delete, so that pruning a large backlog does not
@@ -23,7 +24,8 @@ const pruneChunk = 10000
 // records and markers), stream entries older than Options.EntryRetention
 // (when set), control records beyond the newest 1000, and the pending
 // rows of trimmed entries that nobody has touched for a day (a worker that
-// settles or heartbeats them keeps them; Reclaim drops them too). The
+// settles or heartbeats them keeps them; Reclaim drops them too), and the
+// run ledger's records past Options.Ledger's retention (pruneRuns). The
 // daemon calls it periodically (any replica may: deletes of the same rows
 // by two replicas are harmless).
 func (b *Backend) Prune(ctx context.Context) (Pruned, error) {
@@ -56,5 +58,8 @@ func (b *Backend) Prune(ctx context.Context) (Pruned, error) {
 	del(&p.Pending, "pending", `NOT EXISTS (SELECT 1 FROM {s}.entries e WHERE e.id = pending.entry_id)
 		AND (seen_at IS NULL OR seen_at < clock_timestamp() - interval '1 day')`)
 	del(&p.ControlLog, "control_log", `id < (SELECT id FROM {s}.control_log ORDER BY id DESC OFFSET 999 LIMIT 1)`)
+	if err == nil {
+		p.Runs, err = b.pruneRuns(ctx)
+	}
 	return p, err
 }
