@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
 	otpostgres "github.com/onetick/onetick/postgres"
 )
@@ -20,12 +21,12 @@ func Migrate(ctx context.Context, f *config.File, o Options) (string, error) {
 	case f.Backend.Postgres != nil:
 		mctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		b, err := openPostgresBackend(mctx, f, CheckSchema)
+		b, err := openPostgresBackend(mctx, f, CheckSchema, onetick.LedgerRetention{})
 		if err == nil {
 			_ = b.Close()
 			return fmt.Sprintf("schema %s at %s is at version %d: nothing to do", f.Backend.Postgres.Schema, f.MaskedPostgresURL(), otpostgres.LatestVersion()), nil
 		}
-		b, err = openPostgresBackend(mctx, f, MigrateSchema)
+		b, err = openPostgresBackend(mctx, f, MigrateSchema, onetick.LedgerRetention{})
 		if err != nil {
 			return "", err
 		}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
 	otpostgres "github.com/onetick/onetick/postgres"
 )
@@ -16,7 +17,7 @@ import (
 // that is not at that version, so a newer CLI never migrates under a
 // running fleet.
 func openPostgres(ctx context.Context, f *config.File, o Options) (*Handle, error) {
-	b, err := openPostgresBackend(ctx, f, o.Schema)
+	b, err := openPostgresBackend(ctx, f, o.Schema, o.ledger)
 	if err != nil {
 		return nil, err
 	}
@@ -32,10 +33,14 @@ func openPostgres(ctx context.Context, f *config.File, o Options) (*Handle, erro
 	return h, nil
 }
 
-func openPostgresBackend(ctx context.Context, f *config.File, mode SchemaMode) (*otpostgres.Backend, error) {
+// openPostgresBackend opens the backend with the ledger's retention
+// (Options.ledger; none needed to migrate).
+func openPostgresBackend(ctx context.Context, f *config.File, mode SchemaMode, ledger onetick.LedgerRetention) (*otpostgres.Backend, error) {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	b, err := otpostgres.Open(pctx, f.Backend.Postgres.URL, f.PostgresOptions())
+	opts := f.PostgresOptions()
+	opts.Ledger = ledger
+	b, err := otpostgres.Open(pctx, f.Backend.Postgres.URL, opts)
 	if err != nil {
 		return nil, invalid(err)
 	}

@@ -52,11 +52,11 @@ func use(t *testing.T, h *Handle, kind Kind) {
 	if _, err := ws.Status(ctx, []string{"a"}); err != nil {
 		t.Fatalf("Status: %v", err)
 	}
-	// The embedded stores keep the run ledger; Redis and PostgreSQL do
-	// not yet, and say so naming the store.
+	// The embedded stores and PostgreSQL keep the run ledger; Redis does
+	// not yet, and says so naming the store.
 	lg, err := h.Ledger()
 	switch kind {
-	case Memory, File:
+	case Memory, File, Postgres:
 		if err != nil {
 			t.Fatalf("Ledger of the %s store: %v", kind, err)
 		}
@@ -255,5 +255,21 @@ func TestInvalid(t *testing.T) {
 	var inv *InvalidError
 	if !errors.As(err, &inv) || !strings.Contains(err.Error(), "backend.redis.tls.ca_file: cannot read /nonexistent/ca.pem") {
 		t.Fatalf("Open: %v", err)
+	}
+}
+
+// TestPostgresLedgerOff: the ledger section reaches the PostgreSQL
+// backend: with ledger.off its reads fail with ErrLedgerOff.
+func TestPostgresLedgerOff(t *testing.T) {
+	schema := pgtest.Schema(t)
+	f := parse(t, "backend:\n  postgres:\n    url: "+pgtest.URL()+"\n    schema: "+schema+"\nledger:\n  off: true\n")
+	ctx := context.Background()
+	h, err := Open(ctx, f, Options{Schema: MigrateSchema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if _, err := h.Backend().(onetick.Ledger).Runs(ctx, onetick.RunQuery{Job: "a"}); !errors.Is(err, onetick.ErrLedgerOff) {
+		t.Fatalf("Runs with ledger.off: %v, want ErrLedgerOff", err)
 	}
 }
