@@ -70,8 +70,7 @@ func (c *claimRuns) queueCounts(b *Backend, batch *pgx.Batch, jobs []string) {
 	if c == nil {
 		return
 	}
-	batch.Queue(b.q(`SELECT c.job, c.n, (SELECT r.slot FROM {s}.runs r WHERE r.job = c.job ORDER BY r.slot LIMIT 1)
-		FROM {s}.run_counts c WHERE c.job = ANY($1)`), jobs).Query(func(rows pgx.Rows) error {
+	batch.Queue(b.q(`SELECT job, n, oldest FROM {s}.run_counts WHERE job = ANY($1)`), jobs).Query(func(rows pgx.Rows) error {
 		var job string
 		var rc runCount
 		_, err := pgx.ForEachRow(rows, []any{&job, &rc.n, &rc.oldest}, func() error { c.counts[job] = rc; return nil })

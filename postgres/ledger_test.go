@@ -48,12 +48,14 @@ func ticksOf(job string, base onetick.Slot, n int, step time.Duration) []onetick
 	return out
 }
 
-// checkCounts fails unless run_counts holds each job's number of records.
+// checkCounts fails unless run_counts holds each job's number of records
+// and oldest slot.
 func checkCounts(t *testing.T, b *postgres.Backend) {
 	t.Helper()
-	if n := count(t, b, `SELECT count(*) FROM (SELECT job, count(*) AS n FROM {s}.runs GROUP BY job) r
-		FULL JOIN {s}.run_counts c USING (job) WHERE coalesce(r.n, 0) <> coalesce(c.n, 0)`); n != 0 {
-		t.Fatalf("%d jobs whose run_counts row is not their number of records", n)
+	if n := count(t, b, `SELECT count(*) FROM (SELECT job, count(*) AS n, min(slot) AS oldest FROM {s}.runs GROUP BY job) r
+		FULL JOIN {s}.run_counts c USING (job)
+		WHERE coalesce(r.n, 0) <> coalesce(c.n, 0) OR (r.n > 0 AND r.oldest IS DISTINCT FROM c.oldest)`); n != 0 {
+		t.Fatalf("%d jobs whose run_counts row is not their number of records and oldest slot", n)
 	}
 }
 

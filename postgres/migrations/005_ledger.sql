@@ -17,20 +17,25 @@ CREATE TABLE {s}.runs (
 );
 CREATE INDEX runs_slot ON {s}.runs (job, slot DESC, tick);
 
--- How many records each job has, kept by statement triggers in the
--- transaction of every insert and delete of runs, so that a claim's
--- count trim reads one row instead of counting up to max_per_job index
--- entries. The trigger takes the count rows in job order, so that two
--- writers of several jobs' records cannot deadlock on them.
+-- Each job's number of records and its oldest slot, kept by statement
+-- triggers in the transaction of every insert and delete of runs, so that
+-- a claim decides its trims from one row per job instead of counting up
+-- to max_per_job index entries. The trigger takes the rows in job order,
+-- so that two writers of several jobs' records cannot deadlock on them; a
+-- delete reads the job's oldest slot again (from runs_slot).
 CREATE TABLE {s}.run_counts (
-  job text COLLATE "C" PRIMARY KEY,
-  n   bigint NOT NULL
+  job    text COLLATE "C" PRIMARY KEY,
+  n      bigint NOT NULL,
+  oldest bigint
 );
 CREATE FUNCTION {s}.runs_counted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO {s}.run_counts AS c (job, n)
-    SELECT job, CASE TG_OP WHEN 'INSERT' THEN count(*) ELSE -count(*) END FROM changed GROUP BY job ORDER BY job
-    ON CONFLICT (job) DO UPDATE SET n = c.n + excluded.n;
+  INSERT INTO {s}.run_counts AS c (job, n, oldest)
+    SELECT job, CASE TG_OP WHEN 'INSERT' THEN count(*) ELSE -count(*) END, min(slot)
+    FROM changed GROUP BY job ORDER BY job
+    ON CONFLICT (job) DO UPDATE SET n = c.n + excluded.n,
+      oldest = CASE TG_OP WHEN 'INSERT' THEN least(c.oldest, excluded.oldest)
+        ELSE (SELECT min(r.slot) FROM {s}.runs r WHERE r.job = c.job) END;
   RETURN NULL;
 END $$;
 CREATE TRIGGER runs_added AFTER INSERT ON {s}.runs
