@@ -40,6 +40,10 @@
 //	retries          per group: scheduled retries, with due_at
 //	dead             per group: dead letters
 //	last_outcome     per group and job: the last outcome
+//	runs             the run ledger: (job, tick) -> slot, newest, fate
+//	                 and the record as JSON (ledger.go)
+//	run_counts       per job: its number of ledger records and oldest
+//	                 slot, kept by triggers on runs
 //
 // A stream entry's id is "<ms>-<seq>" as in Redis: the database's clock
 // at append and the entry's sequence, so ids order entries and tell when
@@ -143,7 +147,9 @@
 // deletes them, stream entries older than Options.EntryRetention (when
 // set) and control records beyond the newest 1000, in chunks. The daemon
 // calls it periodically. Streams are also trimmed by each tick's MaxLen
-// at every claim, and terms to HistoryLen at every acquisition.
+// at every claim, and terms to HistoryLen at every acquisition. The run
+// ledger is trimmed by Options.Ledger: with slack by every claim and
+// enqueue of a job, exactly by Prune (docs/ledger.md, "On PostgreSQL").
 //
 // # Connection poolers
 //

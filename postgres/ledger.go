@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -353,7 +354,7 @@ func (b *Backend) Run(ctx context.Context, job, tick string) (onetick.Run, bool,
 	}
 	var doc string
 	err := b.pool.QueryRow(ctx, b.q(`SELECT doc::text FROM {s}.runs WHERE job = $1 AND tick = $2`), job, tick).Scan(&doc)
-	if err == pgx.ErrNoRows {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return onetick.Run{}, false, nil
 	}
 	if err != nil {
