@@ -5,19 +5,22 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/internal/pgtest"
 )
 
 // TestRunOnPostgres: three replicas on PostgreSQL (backend.postgres), one
 // schema of their own. One leads; every tick of a command job runs once
-// across the fleet, through a SIGTERM handover; the commands from outside
-// (status, pause, jobs apply) work on the same database; the URL's
-// password never reaches a log.
+// across the fleet, through a SIGTERM handover, and has its succeeded
+// record in the run ledger; the commands from outside (status, pause,
+// jobs apply, runs, why) work on the same database; the URL's password
+// never reaches a log.
 func TestRunOnPostgres(t *testing.T) {
 	schema := pgtest.Schema(t)
 	u, err := url.Parse(pgtest.URL())
@@ -93,6 +96,38 @@ jobs:
 		seen[l] = true
 	}
 
+	// Every tick that ran has its story in the ledger, whichever replica
+	// claimed and ran it (a record is noted when its run has finished).
+	var story onetick.Run
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		ok := map[string]onetick.Run{}
+		for _, r := range runsPage(t, "cmd", "--fate", "succeeded", "--limit", "1000", "--config", cfg).Runs {
+			ok[r.Tick] = r
+		}
+		missing := ""
+		for tk := range seen {
+			if _, found := ok[tk]; !found {
+				missing = tk
+			}
+		}
+		if missing == "" {
+			for _, r := range ok {
+				story = r
+			}
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("tick %s ran but has no succeeded record in the ledger within 30s", missing)
+		}
+	}
+	if ev := story.Events; len(ev) < 3 || ev[0].What != onetick.EventEnqueued || ev[len(ev)-1].What != onetick.EventSucceeded {
+		t.Fatalf("record %+v: want enqueued ... succeeded", story)
+	}
+	if o, e, code := runCmd(t, nil, "why", "cmd", strconv.FormatInt(int64(story.Slot), 10), "--config", cfg); code != 0 ||
+		!strings.Contains(o, "fate: succeeded") || !strings.Contains(o, "started") {
+		t.Fatalf("why: %d\n%s\n%s", code, o, e)
+	}
+
 	o, e, code = runCmd(t, nil, "pause", "other", "--config", cfg, "--reason", "maintenance")
 	if code != 0 {
 		t.Fatalf("pause: %d %s %s", code, o, e)
@@ -142,3 +177,4 @@ func TestMigrateCommand(t *testing.T) {
 		t.Fatalf("migrate on Redis: %d %q %q", code, o, e)
 	}
 }
+
