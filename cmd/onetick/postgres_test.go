@@ -177,4 +177,3 @@ func TestMigrateCommand(t *testing.T) {
 		t.Fatalf("migrate on Redis: %d %q %q", code, o, e)
 	}
 }
-
