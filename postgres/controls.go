@@ -191,9 +191,9 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 			if d.Append {
 				seen[ids[i]] = true
 				plan = append(plan, wtick{t: t, id: ids[i], slot: int64(slot), keep: keepFor(int64(slot), now, t.Retention), ooo: true, kind: m.Kind})
-				at := *t
-				at.Slot = slot
-				if err := cr.add(ids[i], enqueueNote(at, ids[i], m, msTime(now))); err != nil {
+				tk := *t
+				tk.Slot = slot
+				if err := cr.add(ids[i], enqueueNote(tk, ids[i], m, msTime(now))); err != nil {
 					return err
 				}
 			}
