@@ -32,10 +32,12 @@ func executorOf(j config.Job, log *slog.Logger) (executor.Executor, error) {
 }
 
 // handlerOf adapts an executor to the worker: a permanent failure is
-// dead-lettered at once; a Retry-After passes through.
+// dead-lettered at once; a Retry-After passes through; what the attempt
+// reports (exit code, status, output) goes to the run ledger.
 func handlerOf(x executor.Executor) worker.Handler {
 	return worker.HandlerFunc(func(ctx context.Context, t *worker.Task) error {
-		err := x.Execute(ctx, executor.Run{Job: t.Job, Slot: t.Slot, Tick: t.Tick, Epoch: t.Epoch, Attempt: t.Attempt, Payload: t.Payload})
+		err := x.Execute(ctx, executor.Run{Job: t.Job, Slot: t.Slot, Tick: t.Tick, Epoch: t.Epoch, Attempt: t.Attempt, Payload: t.Payload,
+			Report: func(r onetick.Result) { worker.Report(ctx, r) }})
 		if err != nil && errors.Is(err, executor.ErrPermanent) {
 			return fmt.Errorf("%w (%w)", err, worker.ErrSkipRetry)
 		}
