@@ -46,7 +46,9 @@ func (w *Worker) execute(h *held, storeNow time.Time) {
 	}
 	w.m.inFlight.Inc()
 	start := w.clock.Now()
-	err := call(ctx, j.h, taskOf(d))
+	task := taskOf(d)
+	hctx, attemptEnd := w.attemptStart(ctx, task)
+	err := call(hctx, j.h, task)
 	elapsed := w.clock.Since(start)
 	w.m.inFlight.Dec()
 	series.duration.Observe(elapsed.Seconds())
@@ -80,6 +82,9 @@ func (w *Worker) execute(h *held, storeNow time.Time) {
 	h.settling = true
 	w.mu.Unlock()
 	owned, settled := w.settle(h, f, log)
+	if attemptEnd != nil {
+		attemptEnd(AttemptEnd{Kind: f.Kind, Recorded: owned && settled, Err: err, Result: f.Result, Duration: elapsed})
+	}
 	w.mu.Lock()
 	w.forgetLocked(h)
 	w.mu.Unlock()
