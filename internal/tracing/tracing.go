@@ -88,16 +88,17 @@ func New(cfg Config) (*Tracer, error) {
 	if path == "" || path == "/" {
 		path = "/v1/traces"
 	}
+	// Every setting the file makes is pinned here, over the standard
+	// OTEL_EXPORTER_OTLP_* variables (the URL's scheme decides TLS, not
+	// OTEL_EXPORTER_OTLP_INSECURE); what the file does not set (TLS
+	// certificates, headers when it has none) the variables may.
 	opts := []otlptracehttp.Option{
-		otlptracehttp.WithEndpoint(u.Host),
-		otlptracehttp.WithURLPath(path),
+		otlptracehttp.WithEndpointURL(u.Scheme + "://" + u.Host + path),
+		otlptracehttp.WithEncoding(otlptracehttp.EncodingProtobuf),
 		otlptracehttp.WithTimeout(cfg.Timeout),
 		otlptracehttp.WithCompression(otlptracehttp.GzipCompression),
 		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: 500 * time.Millisecond,
 			MaxInterval: 5 * time.Second, MaxElapsedTime: cfg.Timeout}),
-	}
-	if u.Scheme == "http" {
-		opts = append(opts, otlptracehttp.WithInsecure())
 	}
 	if len(cfg.Headers) > 0 {
 		opts = append(opts, otlptracehttp.WithHeaders(cfg.Headers))

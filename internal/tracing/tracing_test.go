@@ -428,3 +428,25 @@ func counterOf(t *testing.T, reg *prometheus.Registry, result string) prometheus
 	t.Fatalf("no tracing_spans_total{result=%q}", result)
 	return nil
 }
+
+// TestFileSettingsWinOverEnvironment: the standard OTEL_EXPORTER_OTLP_*
+// variables do not move the export the file configures elsewhere, nor
+// change its encoding.
+func TestFileSettingsWinOverEnvironment(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:1/elsewhere")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+	t.Setenv("OTEL_EXPORTER_OTLP_INSECURE", "false")
+	rc := otlptest.New()
+	defer rc.Close()
+	tr := newTracer(t, rc, "a", 1, &syncBuffer{}, nil)
+	if err := tr.Sink(nil).Deliver(context.Background(), []onetick.TickRecord{{Job: "j", Slot: 1000, Tick: "j:1000"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := rc.Spans(); len(got) != 1 || got[0].TraceID != tracing.TraceID("onetick", "j:1000").String() {
+		t.Fatalf("received %+v", got)
+	}
+}
