@@ -25,9 +25,9 @@ type fakeExporter struct{ err error }
 func (f fakeExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return f.err }
 func (f fakeExporter) Shutdown(context.Context) error                             { return nil }
 
-// TestGateDropsBeyondTheQueue: with max spans in flight, the next one is
+// TestTracingGateDropsBeyondTheQueue: with max spans in flight, the next one is
 // dropped and counted; an export (done or failed) makes room again.
-func TestGateDropsBeyondTheQueue(t *testing.T) {
+func TestTracingGateDropsBeyondTheQueue(t *testing.T) {
 	m := newMetrics(prometheus.NewRegistry())
 	next := &held{}
 	g := &gate{next: next, max: 2, dropped: m.dropped}

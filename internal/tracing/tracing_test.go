@@ -294,10 +294,10 @@ func completeTicks(spans []otlptest.Span) map[string]traceOf {
 	return out
 }
 
-// TestSamplingIsTheTicks: with a ratio, the leader and a worker decide
+// TestTracingSamplingIsTheTicks: with a ratio, the leader and a worker decide
 // alike for every tick, and a tick not sampled still passes a trace
 // context on (flags 00).
-func TestSamplingIsTheTicks(t *testing.T) {
+func TestTracingSamplingIsTheTicks(t *testing.T) {
 	rc := otlptest.New()
 	defer rc.Close()
 	logs := &syncBuffer{}
@@ -345,11 +345,11 @@ func TestSamplingIsTheTicks(t *testing.T) {
 	}
 }
 
-// TestExportFailureIsCountedAndHeadersNotLogged: a collector that refuses
+// TestTracingExportFailureCountedHeadersNotLogged: a collector that refuses
 // the export (401, echoing nothing secret): the spans are counted as
 // dropped, the failure is logged once at WARN and its recovery at INFO,
 // and no log line holds the header's value.
-func TestExportFailureIsCountedAndHeadersNotLogged(t *testing.T) {
+func TestTracingExportFailureCountedHeadersNotLogged(t *testing.T) {
 	rc := otlptest.New()
 	defer rc.Close()
 	rc.FailWith(http.StatusUnauthorized, "bad token")
@@ -395,7 +395,7 @@ func TestExportFailureIsCountedAndHeadersNotLogged(t *testing.T) {
 	}
 }
 
-func TestNewRefusesBadURL(t *testing.T) {
+func TestTracingNewRefusesBadURL(t *testing.T) {
 	for _, u := range []string{"", "grpc://h:4317", "http://user:" + secret + "@h:4318", "http://"} {
 		_, err := tracing.New(tracing.Config{URL: u, SampleRatio: 1})
 		if err == nil || strings.Contains(err.Error(), secret) {
@@ -429,10 +429,10 @@ func counterOf(t *testing.T, reg *prometheus.Registry, result string) prometheus
 	return nil
 }
 
-// TestFileSettingsWinOverEnvironment: the standard OTEL_EXPORTER_OTLP_*
+// TestTracingFileSettingsWinOverEnvironment: the standard OTEL_EXPORTER_OTLP_*
 // variables do not move the export the file configures elsewhere, nor
 // change its encoding.
-func TestFileSettingsWinOverEnvironment(t *testing.T) {
+func TestTracingFileSettingsWinOverEnvironment(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:1/elsewhere")
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
