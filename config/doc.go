@@ -81,6 +81,12 @@
 //	  max_age: 168h            # default 168h (7 days); at least 1m: older slots' records go
 //	  max_per_job: 1000        # default 1000 (at most 1000000): a job's newest records kept
 //	  off: false               # default false; true keeps no ledger
+//	tracing:                   # a trace per tick to an OpenTelemetry collector; off without the section
+//	  otlp_endpoint: http://127.0.0.1:4318 # required: OTLP/HTTP (protobuf) URL; no path: /v1/traces
+//	  headers: {authorization: "Bearer ${OTLP_TOKEN}"} # sent with each export; never logged
+//	  sample_ratio: 1          # default 1 (0 to 1): share of ticks traced, decided by the tick id
+//	  service_name: onetick    # default onetick: service.name, and part of every trace id
+//	  timeout: 10s             # default 10s (100ms to 5m): one export with its retries; the last flush
 //	jobs:
 //	  - name: nightly-billing        # required, unique; no spaces, at most 200 bytes
 //	    schedule: "0 2 * * *"        # required; see package cron

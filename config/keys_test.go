@@ -47,6 +47,7 @@ var keySections = []keySection{
 	{"worker", workerKeys, reflect.TypeOf(Worker{}), "worker:\n  KEY: 1\n", "worker.KEY"},
 	{"metrics", metricsKeys, reflect.TypeOf(Metrics{}), "metrics:\n  KEY: 1\n", "metrics.KEY"},
 	{"ledger", ledgerKeys, reflect.TypeOf(Ledger{}), "ledger:\n  KEY: 1\n", "ledger.KEY"},
+	{"tracing", tracingKeys, reflect.TypeOf(Tracing{}), "tracing:\n  otlp_endpoint: http://h:4318\n  KEY: 1\n", "tracing.KEY"},
 	{"jobs[]", jobKeys[:], reflect.TypeOf(Job{}), "jobs:\n  - name: a\n    KEY: 1\n", "jobs[0] (a).KEY"},
 	{"jobs[].run", runKeys, reflect.TypeOf(Run{}), "jobs:\n  - name: a\n    run:\n      KEY: 1\n", "jobs[0] (a).run.KEY"},
 	{"jobs[].run.command", commandKeys, reflect.TypeOf(CommandRun{}), "jobs:\n  - name: a\n    run:\n      command:\n        KEY: 1\n", "jobs[0] (a).run.command.KEY"},

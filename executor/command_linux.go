@@ -94,7 +94,7 @@ func (c *Command) Execute(ctx context.Context, r Run) error {
 		// The running binary itself, even if a deploy replaced the file.
 		Path:   "/proc/self/exe",
 		Args:   append([]string{"onetick-supervisor"}, c.argv...),
-		Env:    append(c.environ(r, tick), supervisorEnv+"="+c.grace.String()),
+		Env:    append(append(c.environ(r, tick), traceEnv(ctx)...), supervisorEnv+"="+c.grace.String()),
 		Dir:    c.dir,
 		Stdin:  bytes.NewReader(r.Payload),
 		Stdout: stdout,

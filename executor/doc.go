@@ -58,6 +58,10 @@
 //	ONETICK_TICK      tick id, "job:unixmillis": use it as your idempotency key
 //	ONETICK_EPOCH     fencing epoch of the leader that enqueued the tick
 //	ONETICK_ATTEMPT   attempt number, from 1
+//	TRACEPARENT       the attempt's W3C trace context, when ctx carries an
+//	                  OpenTelemetry span (tracing configured); TRACESTATE too
+//	                  when it has one. An HTTP call carries the same in its
+//	                  traceparent and tracestate headers.
 //
 // plus Env, plus a few variables inherited from onetick: PATH (a standard
 // one if onetick has none), HOME, USER, LOGNAME, SHELL, LANG, LANGUAGE,

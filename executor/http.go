@@ -229,6 +229,7 @@ func (h *HTTP) Execute(ctx context.Context, r Run) error {
 		req.Header[k] = append([]string(nil), v...)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	setTraceHeaders(ctx, req.Header)
 	sent := h.clock.Now()
 	webhook.SetHeaders(req.Header, h.secrets, webhook.MessageID(tick), sent, body)
 

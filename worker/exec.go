@@ -47,9 +47,11 @@ func (w *Worker) execute(h *held, storeNow time.Time) {
 			"deliveries", d.Deliveries)
 	}
 	w.m.inFlight.Inc()
-	hctx, rep := withReporter(ctx)
+	task := taskOf(d)
+	actx, attemptEnd := w.attemptStart(ctx, task)
+	hctx, rep := withReporter(actx)
 	start := w.clock.Now()
-	err := call(hctx, j.h, taskOf(d))
+	err := call(hctx, j.h, task)
 	elapsed := w.clock.Since(start)
 	result := rep.close(elapsed)
 	w.m.inFlight.Dec()
@@ -84,6 +86,9 @@ func (w *Worker) execute(h *held, storeNow time.Time) {
 	h.settling = true
 	w.mu.Unlock()
 	owned, settled := w.settle(h, f, log)
+	if attemptEnd != nil {
+		attemptEnd(AttemptEnd{Kind: f.Kind, Recorded: owned && settled, Err: err, Result: f.Result, Duration: elapsed})
+	}
 	w.mu.Lock()
 	w.forgetLocked(h)
 	w.mu.Unlock()

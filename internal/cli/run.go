@@ -136,9 +136,14 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 		log.Warn("test build: replica clock is skewed", "offset", env.Getenv("ONETICK_TEST_CLOCK_OFFSET"))
 	}
 	reg := MetricsRegistry()
+	tr, err := startTracing(f, *replica, log, reg)
+	if err != nil {
+		return err
+	}
+	defer tr.stop()
 	source := newStoreSource(b, jobs, log)
 	sched, err := onetick.New(onetick.Config{Source: source,
-		Backend: b, Replica: *replica, Jobs: jobs, Lease: f.LeaseConfig(), JobMetrics: f.JobMetrics(), Sink: h.Sink(),
+		Backend: b, Replica: *replica, Jobs: jobs, Lease: f.LeaseConfig(), JobMetrics: f.JobMetrics(), Sink: tr.sink(h.Sink()),
 		Logger: base, Registerer: reg, Clock: clock,
 		OnNewLeader: func(l onetick.Lease) {
 			log.Info("leader observed", "leader", l.Holder, "leader_epoch", int64(l.Epoch))
@@ -151,7 +156,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	var w *worker.Worker
 	var rt *runtimeRuns
 	if f.Role != config.RoleScheduler {
-		if w, rt, err = buildWorker(f, h, *replica, base.With("replica", *replica), reg); err != nil {
+		if w, rt, err = buildWorker(f, h, *replica, base.With("replica", *replica), reg, tr.onAttempt()); err != nil {
 			return err
 		}
 	}
