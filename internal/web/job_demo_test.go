@@ -36,7 +36,7 @@ func demoJobPage() *web.JobPage {
 	}
 	last := slots[len(slots)-1]
 	ok := func(rows int) string {
-		return fmt.Sprintf("GET https://crm.internal/api/contacts?since=-15m\nfetched %s contacts\nupserted %d, unchanged %d\ndone", thousands(1200+rows), rows, 1200)
+		return fmt.Sprintf("GET https://crm.internal/api/contacts?since=-15m\nfetched %s contacts\nupserted %d, unchanged 1,200", thousands(1200+rows), rows)
 	}
 	for i, s := range slots {
 		t := s.Time()
@@ -90,14 +90,14 @@ func demoJobPage() *web.JobPage {
 		r.Updated = r.Events[len(r.Events)-1].At
 		runs = append(runs, r)
 	}
-	// An operator's trigger, after the migration.
-	tt := slots[61].Time().Add(4 * time.Minute)
-	trig := onetick.Run{Job: job, Slot: onetick.SlotOf(tt), Tick: job + ":trigger:after-migration", Kind: onetick.KindTrigger,
+	// An operator's trigger: a full resync after the migration.
+	tt := slots[88].Time().Add(6 * time.Minute)
+	trig := onetick.Run{Job: job, Slot: onetick.SlotOf(tt), Tick: job + ":trigger:full-resync", Kind: onetick.KindTrigger,
 		Fate: onetick.FateSucceeded, Events: []onetick.RunEvent{
 			{What: onetick.EventEnqueued, At: tt, Replica: "ops (127.0.0.1:53122)"},
 			{What: onetick.EventStarted, At: tt.Add(30 * time.Millisecond), Worker: "onetick-1", Attempt: 1},
 			{What: onetick.EventSucceeded, At: tt.Add(41 * time.Second), Worker: "onetick-1", Attempt: 1,
-				Result: onetick.Result{Exit: intp(0), Duration: 41 * time.Second, Output: "full resync after the migration\nfetched 48,210 contacts\nupserted 48,210\ndone"}}}}
+				Result: onetick.Result{Exit: intp(0), Duration: 41 * time.Second, Output: "full resync\nfetched 48,210 contacts\nupserted 48,210, unchanged 0"}}}}
 	trig.Updated = tt.Add(41 * time.Second)
 	runs = append(runs, trig)
 	// The ledger's order: newest slot first.

@@ -169,11 +169,11 @@ func writeHTML(w http.ResponseWriter, r *http.Request, code int, policy string, 
 func deadlineText(d onetick.Deadline) string {
 	switch {
 	case d.Start > 0 && d.Finish > 0:
-		return "started within " + humanDuration(d.Start) + ", succeeded within " + humanDuration(d.Finish) + " of its slot"
+		return "started within " + shortDuration(d.Start) + ", succeeded within " + shortDuration(d.Finish) + " of its slot"
 	case d.Start > 0:
-		return "started within " + humanDuration(d.Start) + " of its slot"
+		return "started within " + shortDuration(d.Start) + " of its slot"
 	case d.Finish > 0:
-		return "succeeded within " + humanDuration(d.Finish) + " of its slot"
+		return "succeeded within " + shortDuration(d.Finish) + " of its slot"
 	}
 	return ""
 }
@@ -195,6 +195,19 @@ func lastLine(s string) string {
 	s = strings.TrimRight(s, " \t\r\n")
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
 		s = s[i+1:]
+	}
+	return s
+}
+
+// shortDuration writes a configured duration as it is usually written:
+// "90s", "2m", "1h30m" (Go's form without its zero units).
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
 	}
 	return s
 }

@@ -165,7 +165,7 @@ func TestJobHandler(t *testing.T) {
 		}
 	}
 	for _, want := range []string{`id="token"`, `type="password"`, "&lt;b&gt;sync&lt;/b&gt;&#34;crm", "last line", "sessionStorage",
-		`data-replay="`, "started within 2m 00s, succeeded within 10m 00s", `class="badge paused" id="job-state"`,
+		`data-replay="`, "started within 2m, succeeded within 10m", `class="badge paused" id="job-state"`,
 		"../api/v1/jobs/%3Cb%3Esync%3C%2Fb%3E%22crm/runs"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)

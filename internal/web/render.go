@@ -45,6 +45,7 @@ var funcs = template.FuncMap{
 	"pathEsc":  url.PathEscape,
 	"toInt":    func(n int64) int { return int(n) },
 	"lastLine": lastLine,
+	"short":    shortDuration,
 }
 
 // termView is one leadership term as the timeline shows it.
