@@ -108,7 +108,7 @@ func startPageServer(t *testing.T, yaml string, o pageOpts) *pageServer {
 				err := fn(task, &out)
 				rs.print(task.Tick, out.String())
 				return err
-			}), worker.WithMaxAttempts(1))
+			}), worker.WithMaxAttempts(1), worker.WithOverlap(worker.OverlapAllow))
 			if err != nil {
 				t.Fatal(err)
 			}
