@@ -57,6 +57,17 @@ func TestJobPageDemoInBrowser(t *testing.T) {
 	if got := run(t, tab, chromedp.Evaluate[string](`document.querySelector('#runs tr[data-kind="trigger"] pre.output').innerText`)); !strings.Contains(got, "fetched 48,210 contacts") {
 		t.Errorf("the trigger's output shows %q", got)
 	}
+	// A refresh swaps the runs for their new version and keeps the
+	// unfolded run unfolded.
+	do(t, tab, chromedp.Evaluate[chromedp.Void](`window.oldRuns = document.getElementById("runs");
+		document.dispatchEvent(new Event("onetick:refresh"))`))
+	if _, err := chromedp.Run(tab, chromedp.Poll[bool](`document.getElementById("runs") !== window.oldRuns`,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		t.Fatalf("the page did not refresh: %v", err)
+	}
+	if open := run(t, tab, chromedp.Evaluate[bool](`document.querySelector('#runs tr[data-kind="trigger"] details').open`)); !open {
+		t.Error("the refresh folded the unfolded run")
+	}
 	if n := run(t, tab, chromedp.Evaluate[int](`document.querySelectorAll("#dead button[data-replay]").length`)); n != len(demo.Dead) {
 		t.Errorf("%d replay buttons, want %d", n, len(demo.Dead))
 	}
@@ -64,7 +75,9 @@ func TestJobPageDemoInBrowser(t *testing.T) {
 	dir := os.Getenv("ONETICK_SCREENSHOTS")
 	if dir != "" {
 		do(t, tab, chromedp.Evaluate[chromedp.Void](`document.querySelectorAll("details[open]").forEach(d => d.open = false);
-			document.querySelector('#runs tr:not([data-kind]) details[data-output]').open = true`))
+			document.querySelector('#runs tr:not([data-kind]) details[data-output]').open = true;
+			document.getElementById("bf-from").value = "2026-12-02T12:00:00";
+			document.getElementById("bf-to").value = "2026-12-02T14:00:00"`))
 		shot, err := browsertest.Screenshot(tab, browsertest.Desktop)
 		if err != nil {
 			t.Fatal(err)
