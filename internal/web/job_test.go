@@ -128,6 +128,10 @@ func TestBuildStripBuckets(t *testing.T) {
 	if !s.Partial || s.Slots > 100_000 || len(s.Cells) != 96 || !s.To.Equal(now) {
 		t.Errorf("every 200ms: partial %v, %d slots, %d cells, to %v", s.Partial, s.Slots, len(s.Cells), s.To)
 	}
+	var buf bytes.Buffer
+	if err := web.RenderJob(&buf, &web.JobPage{Ledger: true, Strip: s, StoreTime: now, DeadTotal: -1}); err != nil || !strings.Contains(buf.String(), "Last 3h 00m") {
+		t.Errorf("the shorter window's heading: %v", err)
+	}
 }
 
 type everySchedule struct{ d time.Duration }
