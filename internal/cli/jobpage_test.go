@@ -97,16 +97,15 @@ func startPageServer(t *testing.T, yaml string, o pageOpts) *pageServer {
 		wg.Go(func() { _ = s.Run(ctx) })
 	}
 	if len(o.handlers) > 0 {
-		rs := &reportingStore{WorkStore: ws, out: map[string]string{}}
-		w, err := worker.New(worker.Config{Store: rs, Consumer: "page-worker", Logger: log})
+		w, err := worker.New(worker.Config{Store: ws, Consumer: "page-worker", Logger: log})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for job, fn := range o.handlers {
-			err := w.Handle(job, worker.HandlerFunc(func(_ context.Context, task *worker.Task) error {
+			err := w.Handle(job, worker.HandlerFunc(func(ctx context.Context, task *worker.Task) error {
 				var out strings.Builder
 				err := fn(task, &out)
-				rs.print(task.Tick, out.String())
+				worker.Report(ctx, onetick.Result{Output: out.String()}) // as the executors do
 				return err
 			}), worker.WithMaxAttempts(1), worker.WithOverlap(worker.OverlapAllow))
 			if err != nil {
@@ -125,33 +124,6 @@ func startPageServer(t *testing.T, yaml string, o pageOpts) *pageServer {
 		_ = h.Close()
 	})
 	return &pageServer{t: t, api: a, h: h, ws: ws, url: srv.URL, logs: logs}
-}
-
-// reportingStore hands a Go handler's output to the ledger with the
-// attempt's outcome, as the executors' results will (worker.Report, issue
-// 20): the worker and the store are the real ones, only the output is
-// carried beside the worker.
-type reportingStore struct {
-	stores.WorkStore
-	mu  sync.Mutex
-	out map[string]string // tick -> the last attempt's output
-}
-
-func (s *reportingStore) print(tick, out string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.out[tick] = out
-}
-
-func (s *reportingStore) Finish(ctx context.Context, consumer string, fs []worker.Finish) ([]bool, error) {
-	s.mu.Lock()
-	for i := range fs {
-		if out, ok := s.out[fs[i].D.Tick]; ok && fs[i].Kind != worker.FinishRelease {
-			fs[i].Result.Output = out
-		}
-	}
-	s.mu.Unlock()
-	return s.WorkStore.Finish(ctx, consumer, fs)
 }
 
 // call sends a request as a client that is not a browser.
