@@ -50,6 +50,8 @@ type DeadlineNotice struct {
 	// Slot is the slot that missed the deadline (late), or the newest slot
 	// that met it (ok).
 	Slot Slot
+	// Due is when the slot's deadline passed (late), or fell (ok).
+	Due time.Time
 	// Takeover: a new leader announces a job it found late already; the
 	// previous leader may have announced it too (same ID).
 	Takeover bool

@@ -77,29 +77,34 @@ func (w *DeadlineWatcher) judge(ctx context.Context, j *watchedJob, now time.Tim
 		hasRec   [2]bool
 		passed   [2]bool // the records read went below prev: it has none
 	)
-	longest := max(lim[0], lim[1])
-	from := now.Add(-longest - w.cfg.Lookback)
-	oldest := now
+	// Read from the window's start, or from the oldest prev when every
+	// deadline has one after it: nothing older decides anything.
+	from := now.Add(-max(lim[0], lim[1]) - w.cfg.Lookback)
+	oldest, narrow := now, true
 	for k, l := range lim {
 		if l <= 0 {
 			resolved[k] = true
 			continue
 		}
-		if t, ok := prevSlot(j.Schedule, now.Add(-l)); ok && t.After(floor) {
-			prev[k], hasPrev[k] = SlotOf(t), true
-			if t.Before(oldest) {
-				oldest = t
-			}
+		t, ok := prevSlot(j.Schedule, now.Add(-l))
+		if !ok || !t.After(floor) {
+			narrow = false
+			continue
+		}
+		prev[k], hasPrev[k] = SlotOf(t), true
+		if t.Before(oldest) {
+			oldest = t
 		}
 	}
-	for _, t := range []time.Time{oldest, floor} {
-		if t.After(from) {
-			from = t
-		}
+	if narrow && oldest.After(from) {
+		from = oldest
 	}
-	after := ""
+	if floor.After(from) {
+		from = floor
+	}
+	after, pageLimit := "", DefaultRunLimit // most jobs decide on their newest records
 	for page := 0; page < judgePages && !(resolved[0] && resolved[1]); page++ {
-		rp, err := lg.Runs(ctx, RunQuery{Job: j.Name, From: SlotOf(from), To: SlotOf(now), After: after, Limit: MaxRunLimit})
+		rp, err := lg.Runs(ctx, RunQuery{Job: j.Name, From: SlotOf(from), To: SlotOf(now), After: after, Limit: pageLimit})
 		if err != nil {
 			return err
 		}
@@ -128,7 +133,7 @@ func (w *DeadlineWatcher) judge(ctx context.Context, j *watchedJob, now time.Tim
 			passed = [2]bool{true, true}
 			break
 		}
-		after = rp.Next
+		after, pageLimit = rp.Next, MaxRunLimit
 	}
 	for k, l := range lim {
 		if resolved[k] {
@@ -220,9 +225,9 @@ func (w *DeadlineWatcher) act(ctx context.Context, j *watchedJob, now time.Time)
 	n := DeadlineNotice{Job: j.Name, Status: DeadlineLate, Deadline: cur.kind, Slot: cur.slot, At: now,
 		Takeover: j.takeover && !j.sent.valid}
 	if !cur.late {
-		k := kindIndex(j.sent.kind)
-		n.Status, n.Deadline, n.Slot = DeadlineOK, j.sent.kind, j.kinds[k].slot
+		n.Status, n.Deadline, n.Slot = DeadlineOK, j.sent.kind, j.kinds[kindIndex(j.sent.kind)].slot
 	}
+	n.Due = n.Slot.Time().Add(limits(j.Deadline)[kindIndex(n.Deadline)])
 	if err := w.cfg.Notifier.NotifyDeadline(ctx, n); err != nil {
 		if ctx.Err() == nil {
 			w.log.Warn("deadline notice not delivered; sending it again at the next check", "job", j.Name,
