@@ -169,11 +169,11 @@ type watchedJob struct {
 	// state is announced as one found, not as a change.
 	takeover bool
 	since    time.Time
-	// floor: slots at or before it are not judged (a job with no record
-	// in the ledger when first judged: the scheduler never ran it before).
-	floor   time.Time
-	judged  bool
-	metrics *deadlineSeries
+	// oldest is the oldest slot of j's records seen (hasOldest: one was).
+	oldest    Slot
+	hasOldest bool
+	judged    bool
+	metrics   *deadlineSeries
 }
 
 type stateMark struct {

@@ -51,23 +51,7 @@ func only(k int, lim time.Duration) Deadline {
 // judge sets j.kinds from the ledger at now.
 func (w *DeadlineWatcher) judge(ctx context.Context, j *watchedJob, now time.Time) error {
 	lg := w.cfg.Ledger
-	if j.floor.IsZero() {
-		// First judged by this process: a job the ledger has no record of
-		// has never been run (a new file job), and the slots before now
-		// were not its to miss.
-		page, err := lg.Runs(ctx, RunQuery{Job: j.Name, Limit: 1})
-		if err != nil {
-			return err
-		}
-		j.floor = time.Unix(0, 0)
-		if len(page.Runs) == 0 {
-			j.floor = now
-		}
-	}
-	floor := j.floor
-	if j.Since.After(floor) {
-		floor = j.Since
-	}
+	floor := j.Since // a job defined at run time has no slot before
 	lim := limits(j.Deadline)
 	var (
 		prev     [2]Slot // the newest slot at or before now-L, after floor
@@ -109,6 +93,7 @@ func (w *DeadlineWatcher) judge(ctx context.Context, j *watchedJob, now time.Tim
 			return err
 		}
 		for _, r := range rp.Runs { // newest slot first
+			j.sawRecord(r.Slot)
 			if r.Kind != "" || !r.Slot.Time().After(floor) {
 				continue
 			}
@@ -150,11 +135,47 @@ func (w *DeadlineWatcher) judge(ctx context.Context, j *watchedJob, now time.Tim
 			}
 			rec[k], hasRec[k] = r, ok
 		}
+		if !hasRec[k] {
+			// No record: missed, if the ledger covers the slot.
+			covered, err := w.covered(ctx, j, prev[k])
+			if err != nil {
+				return err
+			}
+			if !covered {
+				j.kinds[k] = kindState{}
+				continue
+			}
+		}
 		v := only(k, l).Judge(prev[k], rec[k], hasRec[k], now)
 		j.kinds[k] = kindState{known: !v.Pending, missed: v.Missed(), slot: prev[k]}
 	}
 	j.judged = true
 	return nil
+}
+
+// sawRecord notes that the ledger holds a record of j at slot s.
+func (j *watchedJob) sawRecord(s Slot) {
+	if !j.hasOldest || s < j.oldest {
+		j.oldest, j.hasOldest = s, true
+	}
+}
+
+// covered reports whether the ledger's story of j covers slot p: it holds
+// a record of an older slot. A slot before the job's first record (a job
+// new to the ledger, whose earlier slots were never its to run; or one
+// whose records retention removed) is not judged.
+func (w *DeadlineWatcher) covered(ctx context.Context, j *watchedJob, p Slot) (bool, error) {
+	if j.hasOldest && j.oldest < p {
+		return true, nil
+	}
+	rp, err := w.cfg.Ledger.Runs(ctx, RunQuery{Job: j.Name, To: p - 1, Limit: 1})
+	if err != nil {
+		return false, err
+	}
+	for _, r := range rp.Runs {
+		j.sawRecord(r.Slot)
+	}
+	return len(rp.Runs) > 0, nil
 }
 
 // prevSlot returns the newest slot of s at or before t.
