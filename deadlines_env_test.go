@@ -208,10 +208,10 @@ type receiver struct {
 }
 
 type notice struct {
-	ID                              string
+	ID                               string
 	Job, Status, Deadline, Slot, Due string
-	SlotMS                          int64 `json:"slot_ms"`
-	Takeover                        bool
+	SlotMS                           int64 `json:"slot_ms"`
+	Takeover                         bool
 }
 
 func newReceiver(t *testing.T, clk clockwork.Clock) (*receiver, *notify.Webhook) {
