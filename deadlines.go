@@ -287,7 +287,8 @@ func (w *DeadlineWatcher) Check(ctx context.Context) error {
 	}
 	now := w.cfg.Now()
 	var first error
-	for _, name := range w.names() {
+	names := w.names()
+	for _, name := range names {
 		j := w.jobs[name]
 		if err := w.judge(ctx, j, now); err != nil {
 			if errors.Is(err, ErrLedgerOff) {
@@ -299,9 +300,16 @@ func (w *DeadlineWatcher) Check(ctx context.Context) error {
 			}
 			continue
 		}
-		w.act(ctx, j, now)
+		w.note(j, now)
 	}
+	// The states are readable, and the gauge set, before the notices go
+	// out: a slow receiver delays only them.
 	w.publish(now)
+	for _, name := range names {
+		if j := w.jobs[name]; j.judged {
+			w.notify(ctx, j, now)
+		}
+	}
 	return first
 }
 

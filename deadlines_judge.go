@@ -12,8 +12,9 @@ import (
 // now−L is decided only when met; so the newest decided slot is the
 // newest record that met L early, or else the newest slot at or before
 // now−L (found from the schedule: a slot no leader fired has no record
-// and is missed). The state depends only on the store and the schedule:
-// a check that fails or never runs loses nothing, and a new leader finds
+// and is missed, once the ledger holds an older record of the job; see
+// covered). The state depends only on the store and the schedule: a
+// check that fails or never runs loses nothing, and a new leader finds
 // what the old one found.
 
 // maxPrevSearch bounds how far back the newest slot before an instant is
@@ -215,8 +216,8 @@ func (j *watchedJob) mark() stateMark {
 	return m
 }
 
-// act logs, counts and notifies a change of j's state.
-func (w *DeadlineWatcher) act(ctx context.Context, j *watchedJob, now time.Time) {
+// note logs and counts a change of j's state.
+func (w *DeadlineWatcher) note(j *watchedJob, now time.Time) {
 	cur := j.mark()
 	if !j.shown.valid || j.shown.late != cur.late {
 		lim := limits(j.Deadline)[kindIndex(cur.kind)]
@@ -236,6 +237,12 @@ func (w *DeadlineWatcher) act(ctx context.Context, j *watchedJob, now time.Time)
 		}
 		j.shown = cur
 	}
+}
+
+// notify sends the notice of j's state when it differs from the one the
+// notifier last accepted.
+func (w *DeadlineWatcher) notify(ctx context.Context, j *watchedJob, now time.Time) {
+	cur := j.mark()
 	if w.cfg.Notifier == nil || j.sent.valid && j.sent.late == cur.late || !j.sent.valid && !cur.late {
 		if !j.sent.valid || j.sent.late != cur.late {
 			j.sent = cur
