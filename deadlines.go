@@ -152,7 +152,8 @@ type DeadlineWatcher struct {
 	synced     bool // the jobs were read in this term
 	jobs       map[string]*watchedJob
 	srcVersion int64
-	srcJobs    []Job
+	srcJobs    []Job // the run-time jobs with a deadline
+	srcCount   int   // all the run-time jobs
 	srcRead    bool
 	noLedger   bool   // said that deadlines need a ledger
 	lastErr    string // the last check's error, logged once
@@ -338,14 +339,21 @@ func (w *DeadlineWatcher) syncJobs(ctx context.Context) error {
 			return err
 		}
 		if !w.srcRead || v != w.srcVersion {
+			// Read again as the scheduler reads them; only those with a
+			// deadline are kept (a fleet may hold a million).
 			jobs, v, err := src.Jobs(ctx)
 			if err != nil {
 				return err
 			}
-			w.srcJobs, w.srcVersion, w.srcRead = jobs, v, true
+			w.srcJobs, w.srcCount, w.srcVersion, w.srcRead = w.srcJobs[:0], len(jobs), v, true
+			for _, j := range jobs {
+				if j.Deadline.Set() {
+					w.srcJobs = append(w.srcJobs, j)
+				}
+			}
 		}
 	}
-	own, _ := w.cfg.JobMetrics.selects(len(w.cfg.Jobs) + len(w.srcJobs))
+	own, _ := w.cfg.JobMetrics.selects(len(w.cfg.Jobs) + w.srcCount)
 	seen := map[string]bool{}
 	add := func(j Job) {
 		if !j.Deadline.Set() || j.Schedule == nil || seen[j.Name] {

@@ -334,3 +334,59 @@ func TestDeadlineRun(t *testing.T) {
 		}
 	})
 }
+
+// fakeSource is a JobSource whose jobs the test sets.
+type fakeSource struct {
+	jobs    []onetick.Job
+	version int64
+}
+
+func (s *fakeSource) Jobs(context.Context) ([]onetick.Job, int64, error) {
+	return s.jobs, s.version, nil
+}
+func (s *fakeSource) Version(context.Context) (int64, error) { return s.version, nil }
+
+// Jobs defined at run time are watched from their definition's time on,
+// and forgotten (with their own series) when removed.
+func TestDeadlineRunTimeJobs(t *testing.T) {
+	eachLedgerStore(t, func(t *testing.T, e *dlEnv) {
+		m, err := onetick.NewMetrics(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dyn := every10(t, "dyn")
+		dyn.Since = dlT0.Add(15 * time.Minute)
+		src := &fakeSource{jobs: []onetick.Job{dyn, dlJob(t, "plain", "@hourly", onetick.Deadline{})}, version: 1}
+		w, err := onetick.NewDeadlineWatcher(onetick.DeadlineConfig{Ledger: e.b, Source: src, Metrics: m, Clock: e.clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// An older job of the same name left records; 10:10 was never
+		// fired. Slots before the definition are not dyn's to miss.
+		e.claim("dyn", 0)
+		e.at(19 * time.Minute)
+		e.check(w)
+		if st, ok := w.DeadlineState("dyn"); !ok || st.Late {
+			t.Fatalf("before its first slot: %+v, %v", st, ok)
+		}
+		if _, ok := w.DeadlineState("plain"); ok {
+			t.Fatal("a job without a deadline is watched")
+		}
+		e.at(21 * time.Minute) // 10:20 never fired
+		e.check(w)
+		if st, _ := w.DeadlineState("dyn"); !st.Late || st.Slot != onetick.SlotOf(dlT0.Add(20*time.Minute)) {
+			t.Fatalf("10:20 missed: %+v", st)
+		}
+		if v := testutil.ToFloat64(m.JobDeadlineMissed.WithLabelValues("dyn", "start")); v != 1 {
+			t.Fatalf("dyn's series: %v", v)
+		}
+		src.jobs, src.version = nil, 2
+		e.check(w)
+		if _, ok := w.DeadlineState("dyn"); ok || testutil.ToFloat64(m.LateJobs) != 0 {
+			t.Fatal("a removed job is still watched")
+		}
+		if n := testutil.CollectAndCount(m.JobDeadlineMissed); n != 0 {
+			t.Fatalf("%d series of removed jobs", n)
+		}
+	})
+}
