@@ -44,6 +44,8 @@ type File struct {
 	Metrics Metrics `yaml:"metrics"`
 	// Ledger bounds the run ledger.
 	Ledger Ledger `yaml:"ledger"`
+	// Deadlines configures the watch of the jobs' deadlines.
+	Deadlines Deadlines `yaml:"deadlines"`
 	// Tracing sends a trace per tick to an OTLP collector (off without).
 	Tracing Tracing `yaml:"tracing"`
 	Jobs    []Job   `yaml:"jobs"`
@@ -64,7 +66,7 @@ type File struct {
 var jobsFileKeys = []string{"jobs"}
 
 // topKeys are the top-level keys of a configuration file, the sections.
-var topKeys = []string{"backend", "lease", "http", "role", "worker", "metrics", "ledger", "tracing", "jobs"}
+var topKeys = []string{"backend", "lease", "http", "role", "worker", "metrics", "ledger", "deadlines", "tracing", "jobs"}
 
 // top walks the root mapping.
 func (p *parser) top(root *yaml.Node) {
@@ -104,6 +106,7 @@ func (p *parser) top(root *yaml.Node) {
 	p.jobs(sec["jobs"], prefix, ttl)
 	p.metrics(sec["metrics"])
 	p.ledger(sec["ledger"])
+	p.deadlines(sec["deadlines"])
 	p.tracing(sec["tracing"])
 }
 

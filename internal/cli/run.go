@@ -152,6 +152,10 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return usageError{err}
 	}
+	dw, err := deadlineWatcher(f, sched, h)
+	if err != nil {
+		return err
+	}
 
 	var w *worker.Worker
 	var rt *runtimeRuns
@@ -195,6 +199,10 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 			defer wg.Done()
 			h.Upkeep(runCtx)
 		}()
+		if dw != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = dw.Run(runCtx) }()
+		}
 		if rt != nil {
 			wg.Add(1)
 			go func() {
