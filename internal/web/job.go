@@ -96,7 +96,8 @@ type JobStore struct {
 	// Dead returns the job's dead letters (at most limit, oldest first)
 	// and how many it has (-1: unknown); nil: the store has no workers.
 	Dead func(ctx context.Context, job string, limit int) ([]DeadLetter, int, error)
-	// Deadline returns a job's deadline; nil: no job has one.
+	// Deadline returns a job's deadline; nil: the job's own (Job.Deadline,
+	// from its definition).
 	Deadline func(onetick.Job) onetick.Deadline
 	// Replica describes the replica serving the page; nil shows none.
 	Replica func() Replica
@@ -128,6 +129,7 @@ func (s *JobStore) JobPage(ctx context.Context, name string) (*JobPage, error) {
 	if !found {
 		return nil, fmt.Errorf("%w %s", onetick.ErrUnknownJob, onetick.Excerpt(name))
 	}
+	p.Deadline = job.Deadline
 	if s.Deadline != nil {
 		p.Deadline = s.Deadline(job)
 	}

@@ -213,7 +213,8 @@ func TestJobStore(t *testing.T) {
 	b := memory.New(memory.Options{})
 	t.Cleanup(func() { _ = b.Close() })
 	ctx := t.Context()
-	jobs := []onetick.Job{{Name: "a", Schedule: mustCron(t, "* * * * *")}, {Name: "b", Schedule: mustCron(t, "* * * * *")}}
+	jobs := []onetick.Job{{Name: "a", Schedule: mustCron(t, "* * * * *")},
+		{Name: "b", Schedule: mustCron(t, "* * * * *"), Deadline: onetick.Deadline{Start: 2 * time.Minute, Finish: time.Hour}}}
 	ops := &onetick.Ops{Backend: b, Jobs: jobs}
 	for i := range 3 {
 		if _, err := ops.Trigger(ctx, "a", fmt.Sprintf("k%d", i), "", onetick.Actor{Who: "test"}); err != nil {
@@ -246,6 +247,11 @@ func TestJobStore(t *testing.T) {
 	}
 	if _, err := src.JobPage(ctx, "nope"); !errors.Is(err, onetick.ErrUnknownJob) {
 		t.Errorf("unknown job: %v", err)
+	}
+	// Without a Deadline function, a job's own deadline (its definition).
+	src.Deadline = nil
+	if p, err := src.JobPage(ctx, "b"); err != nil || p.Deadline != jobs[1].Deadline {
+		t.Errorf("the job's own deadline: %v %+v", err, p.Deadline)
 	}
 	// A store without a ledger: the page says so.
 	src.Ledger = func() (onetick.Ledger, error) { return nil, errors.New("the redis store keeps no run ledger yet") }
