@@ -47,6 +47,15 @@ func (r *replicaTracer) sink(s onetick.Sink) onetick.Sink {
 	return r.t.Sink(s)
 }
 
+// opsSink gives the claim spans of triggers and backfills (Ops.Sink),
+// nil without tracing.
+func (r *replicaTracer) opsSink() onetick.Sink {
+	if r == nil {
+		return nil
+	}
+	return r.t.Sink(nil)
+}
+
 // onAttempt is the worker's hook, nil without tracing.
 func (r *replicaTracer) onAttempt() func(context.Context, *worker.Task) (context.Context, func(worker.AttemptEnd)) {
 	if r == nil {
