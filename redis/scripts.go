@@ -175,9 +175,11 @@ return {v, redis.call('PTTL', KEYS[1])}
 
 // claimScript claims a batch of ticks atomically.
 //
-// KEYS: leader, last-fired hash, terms, pause intervals. ARGV: token,
-// tolerance ms, epoch,
-// holder, tick-record key prefix, and the batch as MessagePack: an array of
+// KEYS: leader, last-fired hash, terms, pause intervals, the ledger's log.
+// ARGV: token, tolerance ms, epoch,
+// holder, tick-record key prefix, the batch, "1" when the run ledger is
+// kept, then pairs of a tick's ordinal (from 0) and its skipped ranges as
+// ledger ops (skipOps). The batch is MessagePack: an array of
 // 9 values per tick: job, slot (integer), tick id, payload, retention ms
 // (integer), maxlen (decimal string), stream, out-of-order (bool), the
 // job's definition version ("" for none: no "version" field). Lua
@@ -213,11 +215,15 @@ return {v, redis.call('PTTL', KEYS[1])}
 // nothing. Records and moved last-fired slots are written at the end, only
 // for appended ticks.
 //
+// Each record written (claimed or paused, not a retry's) is noted in the
+// run ledger's log, with the tick's skipped ranges, in one entry.
+//
 // Returns {store time ms, outcomes as a string of digits, damages as a
-// flat list of (key, field, reason, kind, value), and for each broken tick
-// in order the number of its damage}, or {-1, key, reason, kind, value}
+// flat list of (key, field, reason, kind, value), for each broken tick
+// in order the number of its damage, the ledger log's length (0: nothing
+// appended, -1: the log holds another type)}, or {-1, key, reason, kind, value}
 // when the last-fired hash is damaged (nothing written).
-var claimScript = goredis.NewScript(luaPrelude + luaIntervals + `
+var claimScript = goredis.NewScript(luaPrelude + luaIntervals + luaLedger + `
 local token = ARGV[1]
 local cur = try('GET', KEYS[1])
 if cur ~= token then
@@ -242,6 +248,21 @@ local limit = now + tonumber(ARGV[2])
 local epoch, holder, prefix = ARGV[3], ARGV[4], ARGV[5]
 local d = cmsgpack.unpack(ARGV[6])
 local BUCKET = 60000
+-- The run ledger: one op per record written, and the skipped ranges of
+-- the ticks that wrote one (by tick ordinal, from 0).
+local ledger = ARGV[7] == '1'
+local skips = {}
+for k = 8, #ARGV, 2 do skips[tonumber(ARGV[k])] = ARGV[k + 1] end
+local lops, nlops = {}, 0
+local function lnote(code, i, job, slot, id)
+  nlops = nlops + 1
+  lops[nlops] = lop_e(code, job, fmtint(slot), id, '')
+  local sk = skips[(i - 1) / 9]
+  if sk then
+    nlops = nlops + 1
+    lops[nlops] = sk
+  end
+end
 
 -- Damages found, as key, field, reason, kind, value; each job, bucket
 -- or stream is reported once.
@@ -379,6 +400,7 @@ for i = 1, #d, 9 do
     -- Paused: accounted for (last-fired moves) but not appended; the
     -- record lets a retry of this claim answer paused again.
     rec[id] = token .. '|p'
+    if ledger then lnote('p', i, job, slot, id) end
     local nn = bk.nn
     bk.new[nn + 1] = id
     bk.new[nn + 2] = token .. '|p'
@@ -420,6 +442,7 @@ for i = 1, #d, 9 do
     else
       wrote = true
       rec[id] = token
+      if ledger then lnote('e', i, job, slot, id) end
       local nn = bk.nn
       bk.new[nn + 1] = id
       bk.new[nn + 2] = token
@@ -470,7 +493,9 @@ for job, iv in pairs(piv) do
     if n == 0 then redis.call('HDEL', KEYS[4], job) else redis.call('HSET', KEYS[4], job, fmt_iv(kept)) end
   end
 end
-return {now, table.concat(out), dmg, brk}
+local llen = 0
+if ledger then llen = ledger_push(KEYS[5], now, epoch, holder, '', lops, nlops) end
+return {now, table.concat(out), dmg, brk, llen}
 `)
 
 // repairScript moves one damaged piece aside, only if it is still exactly

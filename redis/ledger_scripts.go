@@ -1,0 +1,93 @@
+package redis
+
+import goredis "github.com/redis/go-redis/v9"
+
+// luaLedger builds the run ledger's log entries (ledger.go): a script
+// that changes a tick's state collects one op per event in a table and,
+// at its end, pushes one entry with all of them, in the same call as the
+// change. Every field is a netstring "<length>:<bytes>", so that job
+// names, tick ids, errors and results need no escaping.
+//
+// An entry is the header (format "1", store ms, epoch, replica, worker:
+// the context of every event in it) and the ops:
+//
+//	e job slot tick kind          enqueued (claim, enqueue)
+//	p job slot tick kind          paused (claim)
+//	s job from through count reason   a skipped range (claim; built by Go)
+//	n job slot tick what attempt detail   a worker's event (begin, replay)
+//	r job slot tick event-json    an event built by Go (finish)
+const luaLedger = `
+local function nsf(s) return #s .. ':' .. s end
+-- lop_e is an e or p op.
+local function lop_e(code, job, slot, tick, kind)
+  return '1:' .. code .. #job .. ':' .. job .. #slot .. ':' .. slot .. #tick .. ':' .. tick .. #kind .. ':' .. kind
+end
+-- lop_n is an n op.
+local function lop_n(job, slot, tick, what, attempt, detail)
+  return '1:n' .. #job .. ':' .. job .. #slot .. ':' .. slot .. #tick .. ':' .. tick .. #what .. ':' .. what ..
+    #attempt .. ':' .. attempt .. #detail .. ':' .. detail
+end
+-- lop_r is an r op.
+local function lop_r(job, slot, tick, ev)
+  return '1:r' .. #job .. ':' .. job .. #slot .. ':' .. slot .. #tick .. ':' .. tick .. #ev .. ':' .. ev
+end
+-- ledger_push appends the entry of ops[1..n] to the log key and returns
+-- the log's length (0 when there was nothing to write, -1 when the key
+-- holds another type: the ledger then misses the entry, the change it
+-- records is made all the same, and the fold reports the damage). It
+-- comes after the script's other writes, so it cannot be its first.
+local function ledger_push(key, now, epoch, replica, worker, ops, n)
+  if n == 0 then return 0 end
+  local r = try('RPUSH', key, '1:1' .. nsf(fmtint(now)) .. nsf(epoch) .. nsf(replica) .. nsf(worker) ..
+    table.concat(ops, '', 1, n))
+  if type(r) ~= 'number' then return -1 end
+  return r
+end
+`
+
+// foldCommitScript writes what a fold of the log's first n entries made of
+// them, if no other fold committed since this one read the log.
+//
+// KEYS: folded counter, log, records, spans, then the index of each job
+// the fold touches. ARGV: the counter as read, n, the numbers of sets,
+// index adds, deletes and spans, then sets (tick, record), adds (index
+// key number, member), deletes (tick, index key number, member), spans
+// (job, longest skipped range ms).
+//
+// Returns 1 when written, 0 when another fold came first (nothing
+// written), or {-1, key, reason, kind, value} when a key holds another
+// type (nothing written).
+var foldCommitScript = goredis.NewScript(luaPrelude + `
+local want = {'string', 'list', 'hash', 'hash'}
+for i = 1, #KEYS do
+  local t = keytype(KEYS[i])
+  local w = want[i] or 'zset'
+  if t ~= 'none' and t ~= w then return {-1, KEYS[i], 'holds a ' .. t .. ', not a ' .. w, 'type', ''} end
+end
+if (redis.call('GET', KEYS[1]) or '0') ~= ARGV[1] then return 0 end
+local n = tonumber(ARGV[2])
+local nset, nadd, ndel, nspan = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+redis.call('LTRIM', KEYS[2], n, -1)
+redis.call('INCRBY', KEYS[1], n)
+local a = 7
+for k = 0, nset - 1, 500 do
+  local m = math.min(500, nset - k)
+  redis.call('HSET', KEYS[3], unpack(ARGV, a + 2 * k, a + 2 * (k + m) - 1))
+end
+a = a + 2 * nset
+for k = 0, nadd - 1 do
+  redis.call('ZADD', KEYS[tonumber(ARGV[a + 2 * k])], 0, ARGV[a + 2 * k + 1])
+end
+a = a + 2 * nadd
+for k = 0, ndel - 1 do
+  redis.call('HDEL', KEYS[3], ARGV[a + 3 * k])
+  redis.call('ZREM', KEYS[tonumber(ARGV[a + 3 * k + 1])], ARGV[a + 3 * k + 2])
+end
+a = a + 3 * ndel
+for k = 0, nspan - 1 do
+  local job, span = ARGV[a + 2 * k], tonumber(ARGV[a + 2 * k + 1])
+  local cur = tonumber(redis.call('HGET', KEYS[4], job) or '0') or 0
+  if span > cur then redis.call('HSET', KEYS[4], job, ARGV[a + 2 * k + 1]) end
+end
+return 1
+`)
