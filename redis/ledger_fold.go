@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -167,37 +166,27 @@ type foldState struct {
 
 // foldChunk folds the log's first entries (at most foldEntries).
 func (b *Backend) foldChunk(ctx context.Context) (foldState, error) {
-	var (
-		cntC *goredis.StringCmd
-		logC *goredis.StringSliceCmd
-		lenC *goredis.IntCmd
-	)
-	_, err := b.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		cntC = p.Get(ctx, b.lg.folded)
-		logC = p.LRange(ctx, b.lg.log, 0, foldEntries-1)
-		lenC = p.LLen(ctx, b.lg.log)
-		return nil
-	})
-	if err != nil && !errors.Is(err, goredis.Nil) {
-		if isWrongType(logC.Err()) {
-			return foldState{}, b.wrongType(ctx, b.lg.log, "a list")
-		}
-		if isWrongType(cntC.Err()) {
-			return foldState{}, b.wrongType(ctx, b.lg.folded, "a string (integer)")
-		}
+	v, err := foldReadScript.Run(ctx, b.c, []string{b.lg.folded, b.lg.log}, foldEntries).Slice()
+	if err != nil {
 		return foldState{}, err
 	}
-	cnt, err := cntC.Result()
-	if errors.Is(err, goredis.Nil) {
-		cnt = "0"
+	if n, ok := v[0].(int64); ok && n == -1 {
+		return foldState{}, b.damageOf(v)
 	}
+	cnt, _ := v[0].(string)
 	base, perr := strconv.ParseInt(cnt, 10, 64)
 	if perr != nil {
 		return foldState{}, &onetick.DamageError{Key: b.lg.folded, Kind: onetick.DamageValue, Value: cnt, Repairable: true,
 			Reason: "value " + strconv.Quote(short(cnt)) + " is not an integer"}
 	}
-	st := foldState{base: base, length: lenC.Val()}
-	raw := logC.Val()
+	length, _ := v[1].(int64)
+	st := foldState{base: base, length: length}
+	list, _ := v[2].([]any)
+	raw := make([]string, 0, len(list))
+	for _, x := range list {
+		s, _ := x.(string)
+		raw = append(raw, s)
+	}
 	if len(raw) == 0 {
 		return st, nil
 	}

@@ -45,6 +45,19 @@ local function ledger_push(key, now, epoch, replica, worker, ops, n)
 end
 `
 
+// foldReadScript reads what a fold starts from, in one step: the folded
+// counter, the log's length and its first ARGV[1] entries. KEYS: folded
+// counter, log. Returns {counter ("0" when absent), length, entries}, or
+// {-1, key, reason, kind, value} when a key holds another type.
+var foldReadScript = goredis.NewScript(luaPrelude + `
+local cnt, err = try('GET', KEYS[1])
+if err then return {-1, KEYS[1], wrongtype(KEYS[1], 'a string (integer)'), 'type', ''} end
+local n
+n, err = try('LLEN', KEYS[2])
+if err then return {-1, KEYS[2], wrongtype(KEYS[2], 'a list'), 'type', ''} end
+return {cnt or '0', n, redis.call('LRANGE', KEYS[2], 0, tonumber(ARGV[1]) - 1)}
+`)
+
 // foldCommitScript writes what a fold of the log's first n entries made of
 // them, if no other fold committed since this one read the log.
 //
