@@ -92,3 +92,30 @@ func benchClaims(b *testing.B, be *redis.Backend, streamPrefix string, n int) {
 	}
 	b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "ticks/s")
 }
+
+// BenchmarkClaimLedger is BenchmarkClaim with the run ledger kept and
+// off, one job per tick: the claim appends one log entry per call, and
+// the claims fold the log whenever it passes redis.FoldAfter entries,
+// so the fold's cost (and retention's) is in the figure.
+func BenchmarkClaimLedger(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, n := range []int{1, 100} {
+		for _, off := range []bool{false, true} {
+			name := fmt.Sprintf("batch=%d/ledger=on", n)
+			if off {
+				name = fmt.Sprintf("batch=%d/ledger=off", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				if err := srv.Flush(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				be, err := redis.Open(srv.URL(), redis.Options{Ledger: onetick.LedgerRetention{Off: off}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer be.Close()
+				benchClaims(b, be, "", n)
+			})
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -313,75 +314,110 @@ type trimCand struct {
 // budget[job] each, judged at the store time at[job]: beyond MaxPerJob
 // (once a job has more than MaxPerJob plus a little slack, so that trims
 // come in batches), the oldest first; then those past MaxAge (once the
-// oldest is a little past it).
+// oldest is a little past it). It reads each job's count and oldest
+// record, then only the records it may drop.
 func (b *Backend) trim(ctx context.Context, c *foldChange, jobs []string, budget map[string]int, at map[string]time.Time) error {
 	ret := b.opts.Ledger
-	pipe := b.c.Pipeline()
-	cards := make([]*goredis.IntCmd, len(jobs))
-	olds := make([]*goredis.StringSliceCmd, len(jobs))
-	for i, j := range jobs {
-		cards[i] = pipe.ZCard(ctx, b.lg.idx+j)
-		olds[i] = pipe.ZRevRangeByLex(ctx, b.lg.idx+j, &goredis.ZRangeBy{Min: "-", Max: "+", Count: int64(budget[j] + storekit.TrimPerClaim)})
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		for i, j := range jobs {
-			if isWrongType(cards[i].Err()) {
-				return b.wrongType(ctx, b.lg.idx+j, "a sorted set")
-			}
-		}
-		return err
-	}
 	newOf := map[string][]*foldRec{}
 	for _, t := range c.order {
 		if r := c.recs[t]; r != nil && !r.existed {
 			newOf[r.run.Job] = append(newOf[r.run.Job], r)
 		}
 	}
+	pipe := b.c.Pipeline()
+	cards := make([]*goredis.IntCmd, len(jobs))
+	firsts := make([]*goredis.StringSliceCmd, len(jobs))
+	for i, j := range jobs {
+		cards[i] = pipe.ZCard(ctx, b.lg.idx+j)
+		firsts[i] = pipe.ZRevRangeByLex(ctx, b.lg.idx+j, &goredis.ZRangeBy{Min: "-", Max: "+", Count: 1})
+	}
+	if err := b.execIndex(ctx, pipe, jobs, cards); err != nil {
+		return err
+	}
 	countSlack := min(15, ret.MaxPerJob/64)
 	ageSlack := min(ret.MaxAge/64, time.Hour)
+	type plan struct {
+		job          string
+		count        int // records to drop beyond MaxPerJob
+		age          bool
+		cutoff       onetick.Slot
+		oldest, aged *goredis.StringSliceCmd
+	}
+	var plans []*plan
+	pipe = b.c.Pipeline()
 	for i, j := range jobs {
+		p := &plan{job: j, cutoff: onetick.SlotOf(at[j].Add(-ret.MaxAge))}
+		if n := int(cards[i].Val()) + len(newOf[j]); n > ret.MaxPerJob+countSlack {
+			p.count = min(n-ret.MaxPerJob, budget[j])
+		}
+		oldest := onetick.Slot(1<<63 - 1)
+		if fs := firsts[i].Val(); len(fs) > 0 {
+			if slot, _, ok := parseMember(fs[0]); ok {
+				oldest = slot
+			}
+		}
+		for _, r := range newOf[j] {
+			oldest = min(oldest, r.run.Slot)
+		}
+		p.age = oldest < onetick.SlotOf(at[j].Add(-ret.MaxAge-ageSlack))
+		if p.count == 0 && !p.age {
+			continue
+		}
+		if p.count > 0 {
+			p.oldest = pipe.ZRevRangeByLex(ctx, b.lg.idx+j, &goredis.ZRangeBy{Min: "-", Max: "+", Count: int64(p.count)})
+		}
+		if p.age {
+			// Slots before the cutoff: members after every member of its slot.
+			p.aged = pipe.ZRevRangeByLex(ctx, b.lg.idx+j, &goredis.ZRangeBy{Min: "(" + slotKey(p.cutoff) + "!", Max: "+",
+				Count: int64(budget[j])})
+		}
+		plans = append(plans, p)
+	}
+	if len(plans) == 0 {
+		return nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return b.ledgerErr(ctx, err, b.lg.idx+plans[0].job, "a sorted set")
+	}
+	for _, p := range plans {
+		j := p.job
 		var cands []trimCand
-		for _, m := range olds[i].Val() {
-			slot, tick, ok := parseMember(m)
-			if !ok {
+		for _, cmd := range []*goredis.StringSliceCmd{p.oldest, p.aged} {
+			if cmd == nil {
 				continue
 			}
-			newest := slot
-			if r := c.recs[tick]; r != nil {
-				newest = storekit.Newest(r.run)
-			} else if through, ok := rangeEnd(j, tick); ok {
-				newest = through
+			for _, m := range cmd.Val() {
+				slot, tick, ok := parseMember(m)
+				if !ok {
+					continue
+				}
+				newest := slot
+				if r := c.recs[tick]; r != nil {
+					newest = storekit.Newest(r.run)
+				} else if through, ok := rangeEnd(j, tick); ok {
+					newest = through
+				}
+				cands = append(cands, trimCand{slot: slot, newest: newest, tick: tick})
 			}
-			cands = append(cands, trimCand{slot: slot, newest: newest, tick: tick})
 		}
 		for _, r := range newOf[j] {
 			cands = append(cands, trimCand{slot: r.run.Slot, newest: storekit.Newest(r.run), tick: r.run.Tick})
 		}
 		// Oldest first: page order reversed.
 		slices.SortFunc(cands, func(a, b trimCand) int {
-			switch {
-			case a.slot != b.slot:
-				return int(min(max(a.slot-b.slot, -1), 1))
-			case a.tick > b.tick:
-				return -1
-			case a.tick < b.tick:
-				return 1
+			if a.slot != b.slot {
+				return cmp.Compare(a.slot, b.slot)
 			}
-			return 0
+			return -cmp.Compare(a.tick, b.tick)
 		})
 		cands = slices.CompactFunc(cands, func(a, b trimCand) bool { return a.tick == b.tick })
-		count := int(cards[i].Val()) + len(newOf[j])
-		left := budget[j]
-		k := 0
-		if count > ret.MaxPerJob+countSlack {
-			for ; k < len(cands) && k < count-ret.MaxPerJob && left > 0; k++ {
-				c.drop(j, cands[k].slot, cands[k].tick)
-				left--
-			}
+		left, k := budget[j], 0
+		for ; k < len(cands) && k < p.count; k++ {
+			c.drop(j, cands[k].slot, cands[k].tick)
+			left--
 		}
-		cutoff := onetick.SlotOf(at[j].Add(-ret.MaxAge))
-		if k < len(cands) && cands[k].slot < onetick.SlotOf(at[j].Add(-ret.MaxAge-ageSlack)) {
-			for ; k < len(cands) && cands[k].slot < cutoff && left > 0; k++ {
+		if p.age {
+			for ; k < len(cands) && cands[k].slot < p.cutoff && left > 0; k++ {
 				if storekit.Expired(cands[k].newest, at[j], ret) {
 					c.drop(j, cands[k].slot, cands[k].tick)
 					left--
@@ -392,15 +428,29 @@ func (b *Backend) trim(ctx context.Context, c *foldChange, jobs []string, budget
 	return nil
 }
 
+// execIndex runs a pipeline of reads of jobs' indexes, turning a
+// WRONGTYPE answer into its damage.
+func (b *Backend) execIndex(ctx context.Context, pipe goredis.Pipeliner, jobs []string, cards []*goredis.IntCmd) error {
+	if _, err := pipe.Exec(ctx); err != nil {
+		for i, j := range jobs {
+			if isWrongType(cards[i].Err()) {
+				return b.wrongType(ctx, b.lg.idx+j, "a sorted set")
+			}
+		}
+		return err
+	}
+	return nil
+}
+
 // drop removes a record: one the fold made is not written, a stored one
 // is deleted.
 func (c *foldChange) drop(job string, slot onetick.Slot, tick string) {
-	if r := c.recs[tick]; r != nil && !r.existed {
+	r := c.recs[tick]
+	if r != nil {
 		r.gone = true
-		return
-	}
-	if r := c.recs[tick]; r != nil {
-		r.gone = true
+		if !r.existed {
+			return
+		}
 	}
 	c.del = append(c.del, foldDel{job: job, tick: tick, member: member(slot, tick)})
 }
@@ -423,16 +473,19 @@ func rangeEnd(job, tick string) (onetick.Slot, bool) {
 // commitFold writes c if the counter is still base, consuming n entries.
 func (b *Backend) commitFold(ctx context.Context, base, n int64, c foldChange) (bool, error) {
 	keys := []string{b.lg.folded, b.lg.log, b.lg.records, b.lg.spans}
-	keyOf := map[string]int{}
-	idx := func(job string) int {
-		if k, ok := keyOf[job]; ok {
-			return k
+	type idxChange struct{ add, rem []any }
+	var jobs []string
+	byJob := map[string]*idxChange{}
+	idx := func(job string) *idxChange {
+		x := byJob[job]
+		if x == nil {
+			x = &idxChange{}
+			byJob[job] = x
+			jobs = append(jobs, job)
 		}
-		keys = append(keys, b.lg.idx+job)
-		keyOf[job] = len(keys)
-		return len(keys)
+		return x
 	}
-	var sets, adds, dels, spans []any
+	var sets, dels, spans []any
 	for _, t := range c.order {
 		r := c.recs[t]
 		if r == nil || r.gone || !r.changed {
@@ -444,21 +497,30 @@ func (b *Backend) commitFold(ctx context.Context, base, n int64, c foldChange) (
 		}
 		sets = append(sets, t, string(js))
 		if !r.existed {
-			adds = append(adds, idx(r.run.Job), member(r.run.Slot, t))
+			x := idx(r.run.Job)
+			x.add = append(x.add, member(r.run.Slot, t))
 		}
 	}
 	for _, d := range c.del {
-		dels = append(dels, d.tick, idx(d.job), d.member)
+		dels = append(dels, d.tick)
+		x := idx(d.job)
+		x.rem = append(x.rem, d.member)
 	}
 	for j, s := range c.spans {
 		spans = append(spans, j, s)
 	}
-	args := make([]any, 0, 6+len(sets)+len(adds)+len(dels)+len(spans))
-	args = append(args, strconv.FormatInt(base, 10), n, len(sets)/2, len(adds)/2, len(dels)/3, len(spans)/2)
+	args := make([]any, 0, 5+len(sets)+len(dels)+len(spans)+2*len(jobs)+len(c.order))
+	args = append(args, strconv.FormatInt(base, 10), n, len(sets)/2, len(dels), len(spans)/2)
 	args = append(args, sets...)
-	args = append(args, adds...)
 	args = append(args, dels...)
 	args = append(args, spans...)
+	for _, j := range jobs {
+		x := byJob[j]
+		keys = append(keys, b.lg.idx+j)
+		args = append(args, len(x.add), len(x.rem))
+		args = append(args, x.add...)
+		args = append(args, x.rem...)
+	}
 	v, err := foldCommitScript.Run(ctx, b.c, keys, args...).Result()
 	if err != nil {
 		return false, err

@@ -62,10 +62,10 @@ return {cnt or '0', n, redis.call('LRANGE', KEYS[2], 0, tonumber(ARGV[1]) - 1)}
 // them, if no other fold committed since this one read the log.
 //
 // KEYS: folded counter, log, records, spans, then the index of each job
-// the fold touches. ARGV: the counter as read, n, the numbers of sets,
-// index adds, deletes and spans, then sets (tick, record), adds (index
-// key number, member), deletes (tick, index key number, member), spans
-// (job, longest skipped range ms).
+// the fold touches. ARGV: the counter as read, n, the numbers of records
+// set, records deleted and spans, then the sets (tick, record), the
+// deleted ticks, the spans (job, longest skipped range ms), and per index
+// in KEYS order: how many members it gains and loses, and those members.
 //
 // Returns 1 when written, 0 when another fold came first (nothing
 // written), or {-1, key, reason, kind, value} when a key holds another
@@ -79,28 +79,42 @@ for i = 1, #KEYS do
 end
 if (redis.call('GET', KEYS[1]) or '0') ~= ARGV[1] then return 0 end
 local n = tonumber(ARGV[2])
-local nset, nadd, ndel, nspan = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local nset, ndel, nspan = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 redis.call('LTRIM', KEYS[2], n, -1)
 redis.call('INCRBY', KEYS[1], n)
-local a = 7
-for k = 0, nset - 1, 500 do
-  local m = math.min(500, nset - k)
-  redis.call('HSET', KEYS[3], unpack(ARGV, a + 2 * k, a + 2 * (k + m) - 1))
+-- batch runs cmd on key with the args ARGV[a .. a+m-1], at most 1000 a call,
+-- each arg after pre (a score) when pre is set.
+local function batch(cmd, key, a, m, pre)
+  local k = 0
+  while k < m do
+    local args, na = {}, 0
+    for j = a + k, a + math.min(k + 1000, m) - 1 do
+      if pre then na = na + 1; args[na] = pre end
+      na = na + 1
+      args[na] = ARGV[j]
+    end
+    redis.call(cmd, key, unpack(args, 1, na))
+    k = k + 1000
+  end
 end
+local a = 6
+batch('HSET', KEYS[3], a, 2 * nset)
 a = a + 2 * nset
-for k = 0, nadd - 1 do
-  redis.call('ZADD', KEYS[tonumber(ARGV[a + 2 * k])], 0, ARGV[a + 2 * k + 1])
-end
-a = a + 2 * nadd
-for k = 0, ndel - 1 do
-  redis.call('HDEL', KEYS[3], ARGV[a + 3 * k])
-  redis.call('ZREM', KEYS[tonumber(ARGV[a + 3 * k + 1])], ARGV[a + 3 * k + 2])
-end
-a = a + 3 * ndel
+batch('HDEL', KEYS[3], a, ndel)
+a = a + ndel
 for k = 0, nspan - 1 do
   local job, span = ARGV[a + 2 * k], tonumber(ARGV[a + 2 * k + 1])
   local cur = tonumber(redis.call('HGET', KEYS[4], job) or '0') or 0
   if span > cur then redis.call('HSET', KEYS[4], job, ARGV[a + 2 * k + 1]) end
+end
+a = a + 2 * nspan
+for i = 5, #KEYS do
+  local nadd, nrem = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  a = a + 2
+  batch('ZADD', KEYS[i], a, nadd, '0')
+  a = a + nadd
+  batch('ZREM', KEYS[i], a, nrem)
+  a = a + nrem
 end
 return 1
 `)
