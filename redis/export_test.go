@@ -45,3 +45,13 @@ func (b *Backend) NoteLog(ctx context.Context, job string, slot onetick.Slot, ti
 	return noteScript.Run(ctx, b.c, []string{b.lg.log}, epoch, ev.Replica, ev.Worker, job,
 		strconv.FormatInt(int64(slot), 10), tick, ev.What, strconv.Itoa(ev.Attempt), ev.Detail, js).Err()
 }
+
+// FoldAfter is the log length past which a claim folds a chunk.
+func FoldAfter() int { return foldAfter }
+
+// SetFoldAfter sets it until the returned restore is called.
+func SetFoldAfter(n int) (restore func()) {
+	old := foldAfter
+	foldAfter = n
+	return func() { foldAfter = old }
+}

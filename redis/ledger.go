@@ -56,8 +56,9 @@ func (b *Backend) ledgerFlag() string {
 	return "0"
 }
 
-// FoldAfter is the log length past which a claim folds a chunk.
-const FoldAfter = 1024
+// foldAfter is the log length past which a claim folds a chunk (a
+// variable for the tests and benchmarks).
+var foldAfter = 1024
 
 // slotKey encodes a slot so that a larger slot sorts first: 16 hex
 // digits of the order-preserving unsigned form, complemented.

@@ -3,6 +3,7 @@ package redis
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -120,24 +121,35 @@ func parseEntry(s string) (ledgerEntry, bool) {
 	return e, true
 }
 
-// skipOps encodes a tick's skipped ranges as the claim script appends
-// them to its entry.
-func skipOps(job string, rs []onetick.SkipRange) string {
-	var sb strings.Builder
+// ledgerText appends tick t's ledger text to a claim's batch, as a
+// MessagePack str 32: the fields of its e or p op after the code (job,
+// slot, tick id, kind ""), then its skipped ranges as s ops. The claim
+// script prefixes the code when it writes the tick's record.
+func (p *packer) ledgerText(t onetick.Tick) {
+	p.b = append(p.b, 0xdb, 0, 0, 0, 0)
+	start := len(p.b)
 	ns := func(s string) {
-		sb.WriteString(strconv.Itoa(len(s)))
-		sb.WriteByte(':')
-		sb.WriteString(s)
+		p.b = strconv.AppendInt(p.b, int64(len(s)), 10)
+		p.b = append(p.b, ':')
+		p.b = append(p.b, s...)
 	}
-	for _, r := range rs {
+	nint := func(n int64) {
+		var buf [20]byte
+		ns(string(strconv.AppendInt(buf[:0], n, 10)))
+	}
+	ns(t.Job)
+	nint(int64(t.Slot))
+	ns(t.ID())
+	ns("")
+	for _, r := range t.Skipped {
 		ns("s")
-		ns(job)
-		ns(strconv.FormatInt(int64(r.From), 10))
-		ns(strconv.FormatInt(int64(r.Through), 10))
-		ns(strconv.FormatInt(r.Count, 10))
+		ns(t.Job)
+		nint(int64(r.From))
+		nint(int64(r.Through))
+		nint(r.Count)
 		ns(r.Reason)
 	}
-	return sb.String()
+	binary.BigEndian.PutUint32(p.b[start-4:start], uint32(len(p.b)-start))
 }
 
 // eventJSON is a finish's event as the finish script passes it on (an r
@@ -498,7 +510,7 @@ func (b *Backend) commitFold(ctx context.Context, base, n int64, c foldChange) (
 		sets = append(sets, t, string(js))
 		if !r.existed {
 			x := idx(r.run.Job)
-			x.add = append(x.add, member(r.run.Slot, t))
+			x.add = append(x.add, 0, member(r.run.Slot, t))
 		}
 	}
 	for _, d := range c.del {
@@ -517,7 +529,7 @@ func (b *Backend) commitFold(ctx context.Context, base, n int64, c foldChange) (
 	for _, j := range jobs {
 		x := byJob[j]
 		keys = append(keys, b.lg.idx+j)
-		args = append(args, len(x.add), len(x.rem))
+		args = append(args, len(x.add)/2, len(x.rem))
 		args = append(args, x.add...)
 		args = append(args, x.rem...)
 	}

@@ -65,7 +65,8 @@ return {cnt or '0', n, redis.call('LRANGE', KEYS[2], 0, tonumber(ARGV[1]) - 1)}
 // the fold touches. ARGV: the counter as read, n, the numbers of records
 // set, records deleted and spans, then the sets (tick, record), the
 // deleted ticks, the spans (job, longest skipped range ms), and per index
-// in KEYS order: how many members it gains and loses, and those members.
+// in KEYS order: how many members it gains and loses, the members it
+// gains each after its score (0), and those it loses.
 //
 // Returns 1 when written, 0 when another fold came first (nothing
 // written), or {-1, key, reason, kind, value} when a key holds another
@@ -82,19 +83,11 @@ local n = tonumber(ARGV[2])
 local nset, ndel, nspan = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 redis.call('LTRIM', KEYS[2], n, -1)
 redis.call('INCRBY', KEYS[1], n)
--- batch runs cmd on key with the args ARGV[a .. a+m-1], at most 1000 a call,
--- each arg after pre (a score) when pre is set.
-local function batch(cmd, key, a, m, pre)
-  local k = 0
-  while k < m do
-    local args, na = {}, 0
-    for j = a + k, a + math.min(k + 1000, m) - 1 do
-      if pre then na = na + 1; args[na] = pre end
-      na = na + 1
-      args[na] = ARGV[j]
-    end
-    redis.call(cmd, key, unpack(args, 1, na))
-    k = k + 1000
+-- batch runs cmd on key with the args ARGV[a .. a+m-1], at most 1000 a
+-- call (an even number: pairs stay together).
+local function batch(cmd, key, a, m)
+  for k = 0, m - 1, 1000 do
+    redis.call(cmd, key, unpack(ARGV, a + k, a + math.min(k + 1000, m) - 1))
   end
 end
 local a = 6
@@ -111,8 +104,8 @@ a = a + 2 * nspan
 for i = 5, #KEYS do
   local nadd, nrem = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
   a = a + 2
-  batch('ZADD', KEYS[i], a, nadd, '0')
-  a = a + nadd
+  batch('ZADD', KEYS[i], a, 2 * nadd)
+  a = a + 2 * nadd
   batch('ZREM', KEYS[i], a, nrem)
   a = a + nrem
 end

@@ -131,7 +131,7 @@ func TestLedgerFoldConcurrent(t *testing.T) {
 	}
 }
 
-// Claims alone keep the log short: past redis.FoldAfter entries a claim
+// Claims alone keep the log short: past redis.FoldAfter() entries a claim
 // folds a chunk.
 func TestLedgerClaimFoldsLongLog(t *testing.T) {
 	srv := redistest.Start(t)
@@ -142,7 +142,7 @@ func TestLedgerClaimFoldsLongLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := onetick.SlotOf(time.Now().Add(-time.Hour))
-	for i := 0; i < redis.FoldAfter+50; i++ {
+	for i := 0; i < redis.FoldAfter()+50; i++ {
 		job := fmt.Sprintf("j%d", i%8)
 		tk := onetick.Tick{Job: job, Slot: base + onetick.Slot(i)*1000, Stream: "onetick:s", Payload: "{}", Retention: time.Hour}
 		if _, err := b.Claim(ctx, g.Lease, []onetick.Tick{tk}); err != nil {
@@ -150,11 +150,11 @@ func TestLedgerClaimFoldsLongLog(t *testing.T) {
 		}
 	}
 	n, err := b.Client().LLen(ctx, b.Prefix()+":ledger:log").Result()
-	if err != nil || n > redis.FoldAfter {
-		t.Fatalf("log of %d entries, %v; want at most %d", n, err, redis.FoldAfter)
+	if err != nil || n > int64(redis.FoldAfter()) {
+		t.Fatalf("log of %d entries, %v; want at most %d", n, err, redis.FoldAfter())
 	}
 	p, err := b.Runs(ctx, onetick.RunQuery{Job: "j0", Limit: onetick.MaxRunLimit})
-	if err != nil || len(p.Runs) != (redis.FoldAfter+50+7)/8 {
+	if err != nil || len(p.Runs) != (redis.FoldAfter()+50+7)/8 {
 		t.Fatalf("%d records of j0, %v", len(p.Runs), err)
 	}
 }

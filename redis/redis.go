@@ -332,7 +332,7 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 	// Even an empty claim runs the script: it is fenced like any other.
 	var p packer
 	p.b = make([]byte, 0, 128*len(ticks))
-	p.array(9 * len(ticks))
+	p.array(10 * len(ticks))
 	for _, t := range ticks {
 		p.str(t.Job)
 		p.uint(uint64(max(t.Slot, 0)))
@@ -343,17 +343,14 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 		p.str(t.Stream)
 		p.bool(t.OutOfOrder)
 		p.str(t.Version)
-	}
-	args := []any{l.Token(), b.opts.ClockTolerance.Milliseconds(), int64(l.Epoch), l.Holder, b.opts.Prefix + ":ticks:", p.b,
-		b.ledgerFlag()}
-	if b.ledgerOn() {
-		for i, t := range ticks {
-			if len(t.Skipped) > 0 {
-				args = append(args, i, skipOps(t.Job, t.Skipped))
-			}
+		if b.ledgerOn() {
+			p.ledgerText(t)
+		} else {
+			p.str("")
 		}
 	}
-	cmd, rerr := b.write(ctx, claimScript, b.claimKeys(ticks), args...)
+	cmd, rerr := b.write(ctx, claimScript, b.claimKeys(ticks),
+		l.Token(), b.opts.ClockTolerance.Milliseconds(), int64(l.Epoch), l.Holder, b.opts.Prefix+":ticks:", p.b, b.ledgerFlag())
 	v, err := cmd.Slice()
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "FENCED") {
@@ -369,7 +366,7 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 	if len(outs) != len(ticks) {
 		return onetick.ClaimResult{}, fmt.Errorf("redis: claim returned %d outcomes for %d ticks", len(outs), len(ticks))
 	}
-	if n, _ := v[4].(int64); n > FoldAfter && rerr == nil {
+	if n, _ := v[4].(int64); n > int64(foldAfter) && rerr == nil {
 		// A long log: fold a chunk of it here, so that it cannot grow
 		// without bound when nothing else folds. A failure is the next
 		// fold's to report.

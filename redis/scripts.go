@@ -178,11 +178,11 @@ return {v, redis.call('PTTL', KEYS[1])}
 // KEYS: leader, last-fired hash, terms, pause intervals, the ledger's log.
 // ARGV: token, tolerance ms, epoch,
 // holder, tick-record key prefix, the batch, "1" when the run ledger is
-// kept, then pairs of a tick's ordinal (from 0) and its skipped ranges as
-// ledger ops (skipOps). The batch is MessagePack: an array of
-// 9 values per tick: job, slot (integer), tick id, payload, retention ms
+// kept. The batch is MessagePack: an array of
+// 10 values per tick: job, slot (integer), tick id, payload, retention ms
 // (integer), maxlen (decimal string), stream, out-of-order (bool), the
-// job's definition version ("" for none: no "version" field). Lua
+// job's definition version ("" for none: no "version" field), and its
+// ledger text (ledgerText; "" when the ledger is off). Lua
 // passes integer-valued numbers to Redis commands in full ("%.17g"), so
 // slots reach XADD and HSET as exact decimal strings. (Tick-record keys and
 // streams are not declared in KEYS, which single-server Redis allows; it is
@@ -248,21 +248,11 @@ local limit = now + tonumber(ARGV[2])
 local epoch, holder, prefix = ARGV[3], ARGV[4], ARGV[5]
 local d = cmsgpack.unpack(ARGV[6])
 local BUCKET = 60000
--- The run ledger: one op per record written, and the skipped ranges of
--- the ticks that wrote one (by tick ordinal, from 0).
+-- The run ledger: one op per record written (claimed or paused), made
+-- of the tick's ledger text from the batch (ledgerText: the fields of an
+-- e or p op after its code, then the tick's skipped ranges).
 local ledger = ARGV[7] == '1'
-local skips = {}
-for k = 8, #ARGV, 2 do skips[tonumber(ARGV[k])] = ARGV[k + 1] end
 local lops, nlops = {}, 0
-local function lnote(code, i, job, slot, id)
-  nlops = nlops + 1
-  lops[nlops] = lop_e(code, job, fmtint(slot), id, '')
-  local sk = skips[(i - 1) / 9]
-  if sk then
-    nlops = nlops + 1
-    lops[nlops] = sk
-  end
-end
 
 -- Damages found, as key, field, reason, kind, value; each job, bucket
 -- or stream is reported once.
@@ -332,7 +322,7 @@ local function readRecords(bk)
   end
   bk.nf = 0
 end
-for i = 1, #d, 9 do
+for i = 1, #d, 10 do
   local job = d[i]
   if not seenJob[job] then
     seenJob[job] = true
@@ -380,7 +370,7 @@ local function broken(n)
   brk[nb] = n
   return '4'
 end
-for i = 1, #d, 9 do
+for i = 1, #d, 10 do
   local job, slot, id, stream = d[i], d[i + 1], d[i + 2], d[i + 6]
   local ooo = d[i + 7]
   local bk = tb[i]
@@ -400,7 +390,7 @@ for i = 1, #d, 9 do
     -- Paused: accounted for (last-fired moves) but not appended; the
     -- record lets a retry of this claim answer paused again.
     rec[id] = token .. '|p'
-    if ledger then lnote('p', i, job, slot, id) end
+    if ledger then nlops = nlops + 1; lops[nlops] = '1:p' .. d[i + 9] end
     local nn = bk.nn
     bk.new[nn + 1] = id
     bk.new[nn + 2] = token .. '|p'
@@ -442,7 +432,7 @@ for i = 1, #d, 9 do
     else
       wrote = true
       rec[id] = token
-      if ledger then lnote('e', i, job, slot, id) end
+      if ledger then nlops = nlops + 1; lops[nlops] = '1:e' .. d[i + 9] end
       local nn = bk.nn
       bk.new[nn + 1] = id
       bk.new[nn + 2] = token
