@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -24,7 +23,7 @@ import (
 //
 //	<prefix>:ledger:log        list: entries of events, oldest first (luaLedger)
 //	<prefix>:ledger:folded     integer: how many entries have been folded
-//	<prefix>:ledger            hash: tick id -> record (JSON of onetick.Run)
+//	<prefix>:ledger            hash: tick id -> record (ledger_record.go)
 //	<prefix>:ledger:idx:<job>  sorted set, every score 0: slotKey(slot) + " " + tick,
 //	                           so that lexical order is page order
 //	<prefix>:ledger:spans      hash: job -> its longest skipped range (ms)
@@ -88,15 +87,6 @@ func parseMember(m string) (onetick.Slot, string, bool) {
 	return onetick.Slot(int64(^u ^ 1<<63)), m[17:], true
 }
 
-// decodeRun reads a stored record.
-func decodeRun(s string) (onetick.Run, bool) {
-	var r onetick.Run
-	if json.Unmarshal([]byte(s), &r) != nil || r.Tick == "" {
-		return onetick.Run{}, false
-	}
-	return r, true
-}
-
 // Runs implements onetick.Ledger.
 func (b *Backend) Runs(ctx context.Context, q onetick.RunQuery) (onetick.RunPage, error) {
 	if !b.ledgerOn() {
@@ -156,9 +146,9 @@ func (b *Backend) Runs(ctx context.Context, q onetick.RunQuery) (onetick.RunPage
 			if err != nil {
 				return onetick.RunPage{}, b.ledgerErr(ctx, err, b.lg.records, "a hash")
 			}
-			for _, v := range vs {
+			for k, v := range vs {
 				s, _ := v.(string)
-				r, ok := decodeRun(s)
+				r, ok := decodeRun(ticks[k], s)
 				if ok && r.Job == q.Job && storekit.Match(q, r) && len(more) <= limit {
 					more = append(more, r)
 				}
@@ -192,7 +182,7 @@ func (b *Backend) Run(ctx context.Context, job, tick string) (onetick.Run, bool,
 	if err != nil {
 		return onetick.Run{}, false, b.ledgerErr(ctx, err, b.lg.records, "a hash")
 	}
-	r, ok := decodeRun(s)
+	r, ok := decodeRun(tick, s)
 	if !ok {
 		return onetick.Run{}, false, &onetick.DamageError{Key: b.lg.records, Field: tick, Job: job, Kind: onetick.DamageValue,
 			Value: s, Repairable: true, Reason: fmt.Sprintf("ledger record %q does not parse", short(s))}

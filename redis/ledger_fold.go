@@ -261,7 +261,7 @@ func (b *Backend) fold(ctx context.Context, entries []ledgerEntry) (foldChange, 
 		}
 		for k, v := range vs {
 			if s, ok := v.(string); ok {
-				if r, ok := decodeRun(s); ok {
+				if r, ok := decodeRun(ticks[k], s); ok {
 					c.recs[ticks[k]] = &foldRec{run: r, existed: true}
 				}
 			}
@@ -503,11 +503,11 @@ func (b *Backend) commitFold(ctx context.Context, base, n int64, c foldChange) (
 		if r == nil || r.gone || !r.changed {
 			continue
 		}
-		js, err := json.Marshal(r.run)
+		js, err := encodeRun(r.run)
 		if err != nil {
 			return false, err
 		}
-		sets = append(sets, t, string(js))
+		sets = append(sets, t, js)
 		if !r.existed {
 			x := idx(r.run.Job)
 			x.add = append(x.add, 0, member(r.run.Slot, t))
