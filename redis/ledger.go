@@ -44,10 +44,10 @@ func newLedgerKeys(prefix string) ledgerKeys {
 	return ledgerKeys{log: p + ":log", folded: p + ":folded", records: p, spans: p + ":spans", idx: p + ":idx:"}
 }
 
-// on reports whether the backend keeps a ledger.
+// ledgerOn reports whether the backend keeps a ledger.
 func (b *Backend) ledgerOn() bool { return !b.opts.Ledger.Off }
 
-// flag is the scripts' "ledger on" argument.
+// ledgerFlag is the scripts' "ledger on" argument.
 func (b *Backend) ledgerFlag() string {
 	if b.ledgerOn() {
 		return "1"

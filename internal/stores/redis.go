@@ -42,9 +42,16 @@ func openRedis(ctx context.Context, f *config.File, o Options) (*Handle, error) 
 		log.Info("using Redis", "store", h.describe(ctx), "prefix", r.Prefix)
 	}
 	// The run ledger's log is folded into its records every second, so
-	// that it stays short between reads.
+	// that it stays short between reads; a failure is logged when it
+	// changes, not every second.
 	h.upkeep = func(ctx context.Context) {
-		b.FoldPeriodically(ctx, time.Second, func(err error) { o.Logger.Warn("folding the run ledger", "err", err) })
+		var last string
+		b.FoldPeriodically(ctx, time.Second, func(err error) {
+			if msg := err.Error(); msg != last {
+				last = msg
+				o.Logger.Warn("folding the run ledger failed; `onetick runs` shows the records folded so far", "err", err)
+			}
+		})
 	}
 	return h, nil
 }
