@@ -175,3 +175,63 @@ func TestLedgerMeasureClaims(t *testing.T) {
 		med(on.foldRedisUs), on.foldUs)
 	t.Logf("rounds: Redis off %v on %v; wall off %v on %v", off.redisUs, on.redisUs, off.wallUs, on.wallUs)
 }
+
+// TestLedgerMeasureRuns times `onetick runs` over a job of 100,000
+// records (max_per_job 100,000): the first page, a page deep in the
+// ledger (by its cursor), and a fate filter that matches nothing (every
+// record read). Run it with ONETICK_LEDGER_MEASURE=1 and -v.
+func TestLedgerMeasureRuns(t *testing.T) {
+	if os.Getenv("ONETICK_LEDGER_MEASURE") == "" {
+		t.Skip("a measurement: set ONETICK_LEDGER_MEASURE=1")
+	}
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	const records = 100_000
+	b := openLedger(t, srv, onetick.LedgerRetention{MaxPerJob: records})
+	g, err := b.Acquire(ctx, "replica-1", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := onetick.SlotOf(time.Now().Add(-6 * 24 * time.Hour))
+	ticks := make([]onetick.Tick, 1000)
+	for lo := 0; lo < records; lo += len(ticks) {
+		for i := range ticks {
+			ticks[i] = onetick.Tick{Job: "big", Slot: base + onetick.Slot(lo+i)*1000, Stream: "onetick:s", Payload: "{}", Retention: time.Hour}
+		}
+		if _, err := b.Claim(ctx, g.Lease, ticks); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	if err := b.FoldLedger(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fold of %d records: %s", records, time.Since(start))
+	timeIt := func(what string, q onetick.RunQuery, want int) onetick.RunPage {
+		var p onetick.RunPage
+		var best time.Duration
+		for i := 0; i < 5; i++ {
+			start := time.Now()
+			if p, err = b.Runs(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); i == 0 || d < best {
+				best = d
+			}
+		}
+		if len(p.Runs) != want {
+			t.Fatalf("%s: %d records, want %d", what, len(p.Runs), want)
+		}
+		t.Logf("%s: %s (best of 5)", what, best)
+		return p
+	}
+	p := timeIt("first page of 100", onetick.RunQuery{Job: "big"}, 100)
+	for i := 0; i < 500; i++ {
+		if p, err = b.Runs(ctx, onetick.RunQuery{Job: "big", After: p.Next}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	timeIt("page 502 of 100, by its cursor", onetick.RunQuery{Job: "big", After: p.Next}, 100)
+	timeIt("a page of 1,000", onetick.RunQuery{Job: "big", Limit: 1000}, 1000)
+	timeIt("fate dead: none of 100,000", onetick.RunQuery{Job: "big", Fate: onetick.FateDead}, 0)
+}
