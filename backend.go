@@ -110,6 +110,20 @@ type Sink interface {
 	Deliver(ctx context.Context, ticks []TickRecord) error
 }
 
+// claimWindowKey carries the claim's times to a Sink.
+type claimWindowKey struct{}
+
+type claimWindow struct{ sent, recv time.Time }
+
+// ClaimWindow reports, from the context a Sink's Deliver gets from the
+// scheduler, when the claim call that enqueued the ticks was sent to the
+// store and when its answer came (the replica's clock): a tracer's claim
+// span.
+func ClaimWindow(ctx context.Context) (sent, recv time.Time, ok bool) {
+	w, ok := ctx.Value(claimWindowKey{}).(claimWindow)
+	return w.sent, w.recv, ok
+}
+
 // SinkFunc adapts a function to a Sink.
 type SinkFunc func(ctx context.Context, ticks []TickRecord) error
 

@@ -204,7 +204,8 @@ func (s *Scheduler) account(ld *Leadership, c *claimCall, log *slog.Logger) (ear
 		}
 	}
 	if len(delivered) > 0 {
-		if err := s.cfg.Sink.Deliver(context.Background(), delivered); err != nil {
+		ctx := context.WithValue(context.Background(), claimWindowKey{}, claimWindow{c.sent, c.recv})
+		if err := s.cfg.Sink.Deliver(ctx, delivered); err != nil {
 			for i, o := range res.Outcomes {
 				if o == Claimed {
 					c.owners[i].metrics.deliveryFailed()

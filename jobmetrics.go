@@ -225,3 +225,41 @@ func (m *Metrics) dropJob(name string) {
 	m.JobMissedTicks.DeletePartialMatch(prometheus.Labels{labelJob: name})
 	m.JobLastFiredSlot.DeleteLabelValues(name)
 }
+
+// deadlineSeries counts the times one job turned late, in the fleet
+// totals and in its own series when it has them.
+type deadlineSeries struct {
+	fleet [2]prometheus.Counter // start, finish
+	own   [2]prometheus.Counter // nil: no series of its own
+	vec   *prometheus.CounterVec
+	name  string
+}
+
+// deadlineSeries returns the counters of job name; own: with its own
+// series (created at zero).
+func (m *Metrics) deadlineSeries(name string, own bool) *deadlineSeries {
+	s := &deadlineSeries{name: name}
+	for k, kind := range kindNames {
+		s.fleet[k] = m.DeadlineMissed.WithLabelValues(kind)
+		if own {
+			s.vec = m.JobDeadlineMissed
+			s.own[k] = m.JobDeadlineMissed.WithLabelValues(name, kind)
+		}
+	}
+	return s
+}
+
+func (s *deadlineSeries) missed(k int) {
+	s.fleet[k].Inc()
+	if s.own[k] != nil {
+		s.own[k].Inc()
+	}
+}
+
+// drop deletes the job's own series (the job is gone, or has no deadline
+// any more).
+func (s *deadlineSeries) drop() {
+	if s.vec != nil {
+		s.vec.DeletePartialMatch(prometheus.Labels{labelJob: s.name})
+	}
+}

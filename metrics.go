@@ -52,6 +52,12 @@ type Metrics struct {
 	BrokenJobs       prometheus.Gauge
 	StoreDamaged     *prometheus.GaugeVec
 
+	// Deadlines (DeadlineWatcher): the jobs that turned late, labelled
+	// deadline (start, finish), in total and per job; the jobs late now.
+	DeadlineMissed    *prometheus.CounterVec
+	JobDeadlineMissed *prometheus.CounterVec
+	LateJobs          prometheus.Gauge
+
 	// fleet holds the totals a job of each preference counts in.
 	fleet map[Prefer]*tickCounters
 
@@ -65,6 +71,8 @@ type Metrics struct {
 const (
 	labelJob    = "job_name"
 	labelPrefer = "prefer"
+	// labelDeadline is start or finish.
+	labelDeadline = "deadline"
 )
 
 // NewMetrics creates the metrics and registers them on reg (nil: not
@@ -148,7 +156,20 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "scheduler_store_damaged",
 			Help: "1 while shared state this replica needs is damaged: state=election (lease or epoch), last_fired (the last-fired slots as a whole), history (auxiliary).",
 		}, []string{"state"}),
+		DeadlineMissed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scheduler_deadline_missed_total",
+			Help: "Times a job turned late: a slot missed its start or finish deadline (leader only; the log names the job).",
+		}, []string{labelDeadline}),
+		JobDeadlineMissed: perJob("scheduler_job_deadline_missed_total",
+			"Times the job turned late: a slot missed its start or finish deadline (leader only).", labelDeadline),
+		LateJobs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "scheduler_late_jobs",
+			Help: "Jobs whose newest judged slot missed a deadline (leader only; the log and the job page name them).",
+		}),
 		now: time.Now,
+	}
+	for _, k := range []string{DeadlineStart, DeadlineFinish} {
+		m.DeadlineMissed.WithLabelValues(k)
 	}
 	for _, st := range []string{StateElection, StateClaim, StateHistory} {
 		m.StoreDamaged.WithLabelValues(st).Set(0)
@@ -172,7 +193,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			m.JobEnqueuedTicks, m.JobDuplicateTicks, m.JobFencedTicks, m.JobMissedTicks,
 			m.JobCatchupTicks, m.JobBrokenTicks, m.JobPausedTicks, m.JobDeliveryErrors, m.JobLastFiredSlot,
 			m.IsLeader, m.LeaseEpoch, m.RenewalLatency, m.TickDelay, m.StoreClockOffset, m.LeaseTTL,
-			standby, m.BrokenJobs, m.StoreDamaged,
+			standby, m.BrokenJobs, m.StoreDamaged, m.DeadlineMissed, m.JobDeadlineMissed, m.LateJobs,
 		} {
 			if err := reg.Register(c); err != nil {
 				return nil, err

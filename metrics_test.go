@@ -36,6 +36,7 @@ func lintedScheduler(t *testing.T) (*prometheus.Registry, *onetick.Metrics) {
 	m.RenewalLatency.Observe(0.01)
 	m.TickDelay.Observe(0.01)
 	m.JobDeliveryErrors.WithLabelValues("billing").Inc()
+	m.JobDeadlineMissed.WithLabelValues("billing", onetick.DeadlineStart) // a job with a deadline has them
 	return reg, m
 }
 

@@ -46,6 +46,11 @@ type Ops struct {
 	// Now is the local clock, for validating backfill ranges; default
 	// time.Now. The store's clock still decides early slots.
 	Now func() time.Time
+	// Sink, when set, is told of the ticks a trigger or a backfill
+	// enqueued, after the store took them, as a scheduler's Sink is of
+	// its claims (the tracer's claim spans; ClaimWindow gives the
+	// enqueue's times). Its error is ignored: the ticks are enqueued.
+	Sink Sink
 
 	mu      sync.Mutex
 	stored  []Job // Source's jobs as of version
@@ -242,7 +247,7 @@ func (o *Ops) Trigger(ctx context.Context, job, key, payload string, a Actor) (T
 		ret = DefaultTriggerRetention
 	}
 	t := Tick{Job: j.Name, Key: key, Stream: j.Stream, Payload: payload, MaxLen: j.MaxLen, Retention: ret, OutOfOrder: true, Version: j.Version}
-	res, err := o.Backend.Enqueue(ctx, []Tick{t}, a)
+	res, err := o.enqueue(ctx, []Tick{t}, a, KindTrigger)
 	if err != nil {
 		return TriggerResult{}, err
 	}
@@ -325,7 +330,7 @@ func (o *Ops) Backfill(ctx context.Context, job string, from, to time.Time, max 
 	for i, s := range slots {
 		ticks[i] = Tick{Job: j.Name, Slot: s, Stream: j.Stream, Payload: j.Payload, MaxLen: j.MaxLen, Retention: ret, OutOfOrder: true, Version: j.Version}
 	}
-	res, err := o.Backend.Enqueue(ctx, ticks, a)
+	res, err := o.enqueue(ctx, ticks, a, KindBackfill)
 	if err != nil {
 		return BackfillResult{}, err
 	}
@@ -341,4 +346,26 @@ func (o *Ops) Backfill(ctx context.Context, job string, from, to time.Time, max 
 		}
 	}
 	return r, nil
+}
+
+// enqueue writes ticks of one kind through the store and tells o.Sink of
+// those it took.
+func (o *Ops) enqueue(ctx context.Context, ticks []Tick, a Actor, kind string) (ClaimResult, error) {
+	sent := time.Now()
+	res, err := o.Backend.Enqueue(ctx, ticks, a)
+	if err != nil || o.Sink == nil {
+		return res, err
+	}
+	recv := time.Now()
+	var recs []TickRecord
+	for i, x := range res.Outcomes {
+		if x == Claimed && i < len(ticks) {
+			t := ticks[i]
+			recs = append(recs, TickRecord{Job: t.Job, Slot: t.Slot, Tick: t.ID(), Payload: t.Payload, Kind: kind, Version: t.Version})
+		}
+	}
+	if len(recs) > 0 {
+		_ = o.Sink.Deliver(context.WithValue(ctx, claimWindowKey{}, claimWindow{sent, recv}), recs)
+	}
+	return res, nil
 }

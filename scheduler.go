@@ -65,6 +65,9 @@ type Job struct {
 	// travels with each of its ticks (the stream entry's "version"), so
 	// a worker runs a tick with the definition it was claimed under.
 	Version string
+	// Deadline is when each scheduled slot must have started and
+	// finished (zero: none); the leader's DeadlineWatcher judges it.
+	Deadline Deadline
 }
 
 // Config configures a Scheduler.
@@ -149,6 +152,9 @@ func (c *Config) Validate() error {
 		}
 		if j.Payload != "" && !json.Valid([]byte(j.Payload)) {
 			return configErr(f("payload"), "is not valid JSON")
+		}
+		if j.Deadline.Start < 0 || j.Deadline.Finish < 0 {
+			return configErr(f("deadline"), "must not be negative")
 		}
 	}
 	return c.JobMetrics.validate(seen)

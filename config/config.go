@@ -44,7 +44,11 @@ type File struct {
 	Metrics Metrics `yaml:"metrics"`
 	// Ledger bounds the run ledger.
 	Ledger Ledger `yaml:"ledger"`
-	Jobs   []Job  `yaml:"jobs"`
+	// Deadlines configures the watch of the jobs' deadlines.
+	Deadlines Deadlines `yaml:"deadlines"`
+	// Tracing sends a trace per tick to an OTLP collector (off without).
+	Tracing Tracing `yaml:"tracing"`
+	Jobs    []Job   `yaml:"jobs"`
 
 	// dir is the directory relative TLS file names are resolved against
 	// (set by Load; empty: the working directory).
@@ -62,7 +66,7 @@ type File struct {
 var jobsFileKeys = []string{"jobs"}
 
 // topKeys are the top-level keys of a configuration file, the sections.
-var topKeys = []string{"backend", "lease", "http", "role", "worker", "metrics", "ledger", "jobs"}
+var topKeys = []string{"backend", "lease", "http", "role", "worker", "metrics", "ledger", "deadlines", "tracing", "jobs"}
 
 // top walks the root mapping.
 func (p *parser) top(root *yaml.Node) {
@@ -102,6 +106,8 @@ func (p *parser) top(root *yaml.Node) {
 	p.jobs(sec["jobs"], prefix, ttl)
 	p.metrics(sec["metrics"])
 	p.ledger(sec["ledger"])
+	p.deadlines(sec["deadlines"])
+	p.tracing(sec["tracing"])
 }
 
 func rootLine(n *yaml.Node) int {

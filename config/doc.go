@@ -81,6 +81,19 @@
 //	  max_age: 168h            # default 168h (7 days); at least 1m: older slots' records go
 //	  max_per_job: 1000        # default 1000 (at most 1000000): a job's newest records kept
 //	  off: false               # default false; true keeps no ledger
+//	deadlines:                 # the leader's watch of the jobs' deadlines (needs the ledger)
+//	  check_every: 10s         # default 10s; 1s to 1h
+//	  lookback: 1m             # default 1m (at most 24h): records read past the longest deadline
+//	  notify:                  # optional: each change of a job's state (late, ok) to a webhook
+//	    url: https://alerts.internal/onetick # required
+//	    secrets: [${DEADLINE_WEBHOOK_SECRET}] # required; whsec_<base64>, several while rotating
+//	    timeout: 10s           # default 10s; at most 5m
+//	tracing:                   # a trace per tick to an OpenTelemetry collector; off without the section
+//	  otlp_endpoint: http://127.0.0.1:4318 # required: OTLP/HTTP (protobuf) URL; no path: /v1/traces
+//	  headers: {authorization: "Bearer ${OTLP_TOKEN}"} # sent with each export; never logged
+//	  sample_ratio: 1          # default 1 (0 to 1): share of ticks traced, decided by the tick id
+//	  service_name: onetick    # default onetick: service.name, and part of every trace id
+//	  timeout: 10s             # default 10s (100ms to 5m): one export with its retries; the last flush
 //	jobs:
 //	  - name: nightly-billing        # required, unique; no spaces, at most 200 bytes
 //	    schedule: "0 2 * * *"        # required; see package cron
@@ -107,6 +120,9 @@
 //	      backoff: 1s                # default 1s: the first retry's delay, doubling with jitter ...
 //	      max_backoff: 10m           # ... up to this; default 10m
 //	      overlap: skip              # skip (default), queue or allow: a tick due while a run is in flight
+//	    deadline:                    # optional: each slot must have ...
+//	      start: 5m                  # ... started within this of its time (at least 1s) ...
+//	      finish: 1h                 # ... and succeeded within this (at least start); either may be left out
 //
 // The role, the worker section and a job's run block configure the
 // workers; the README's "Run your code once" shows them at work, and

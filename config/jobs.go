@@ -32,6 +32,9 @@ type Job struct {
 	// Run is what the daemon's worker runs once per tick; nil: the ticks
 	// are left in the stream for consumers of your own.
 	Run *Run `yaml:"run,omitempty"`
+	// Deadline is when each scheduled slot must have started and
+	// succeeded; nil: none.
+	Deadline *JobDeadline `yaml:"deadline,omitempty" json:",omitempty"`
 	// Line is the line of the job in the file (0 when unknown).
 	Line int `yaml:"-"`
 }
@@ -64,7 +67,7 @@ func (f *File) line(path string, def int) int {
 }
 
 // jobKeys are the fields of a job, in the order of File.jobKeyLines.
-var jobKeys = [...]string{"name", "schedule", "timezone", "prefer", "grace", "max_catchup", "stream", "max_len", "payload", "run"}
+var jobKeys = [...]string{"name", "schedule", "timezone", "prefer", "grace", "max_catchup", "stream", "max_len", "payload", "run", "deadline"}
 
 func jobKeyIndex(key string) int {
 	for k, n := range jobKeys {
@@ -178,6 +181,11 @@ func (f *File) checkJobs(bad map[string]bool, keep []*cron.Schedule) Errors {
 		if ok("payload") && j.Payload != "" && !json.Valid([]byte(j.Payload)) {
 			add("payload", "is not valid JSON")
 		}
+		if ok("deadline") && j.Deadline != nil {
+			f.checkDeadline(i, j.Deadline, func(line int, key, format string, args ...any) {
+				errs = append(errs, &Error{File: f.Path, Line: line, Field: disp() + "." + key, Msg: fmt.Sprintf(format, args...)})
+			})
+		}
 	}
 	return errs
 }
@@ -205,6 +213,7 @@ func (f *File) OneTickJobs() ([]onetick.Job, error) {
 		out = append(out, onetick.Job{
 			Name: j.Name, Schedule: s, Prefer: onetick.Prefer(j.Prefer), Grace: j.Grace.D(),
 			MaxCatchup: j.MaxCatchup, Stream: j.Stream, MaxLen: j.MaxLen, Payload: j.Payload,
+			Deadline: j.Deadline.Deadline(),
 		})
 	}
 	return out, nil
@@ -434,6 +443,11 @@ func (p *parser) job(i int, item *yaml.Node, bad map[string]bool) (Job, bool) {
 		var ok bool
 		j.Run, ok = p.run(e, disp)
 		fail("run", ok)
+	}
+	if e, ok := sec["deadline"]; ok && !isNull(e.val) {
+		var ok bool
+		j.Deadline, ok = p.jobDeadline(e, plain, disp)
+		fail("deadline", ok)
 	}
 	return j, true
 }

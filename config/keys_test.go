@@ -47,9 +47,13 @@ var keySections = []keySection{
 	{"worker", workerKeys, reflect.TypeOf(Worker{}), "worker:\n  KEY: 1\n", "worker.KEY"},
 	{"metrics", metricsKeys, reflect.TypeOf(Metrics{}), "metrics:\n  KEY: 1\n", "metrics.KEY"},
 	{"ledger", ledgerKeys, reflect.TypeOf(Ledger{}), "ledger:\n  KEY: 1\n", "ledger.KEY"},
+	{"deadlines", deadlinesKeys, reflect.TypeOf(Deadlines{}), "deadlines:\n  KEY: 1\n", "deadlines.KEY"},
+	{"deadlines.notify", notifyKeys, reflect.TypeOf(DeadlineNotify{}), "deadlines:\n  notify:\n    KEY: 1\n", "deadlines.notify.KEY"},
+	{"tracing", tracingKeys, reflect.TypeOf(Tracing{}), "tracing:\n  otlp_endpoint: http://h:4318\n  KEY: 1\n", "tracing.KEY"},
 	{"jobs[]", jobKeys[:], reflect.TypeOf(Job{}), "jobs:\n  - name: a\n    KEY: 1\n", "jobs[0] (a).KEY"},
 	{"jobs[].run", runKeys, reflect.TypeOf(Run{}), "jobs:\n  - name: a\n    run:\n      KEY: 1\n", "jobs[0] (a).run.KEY"},
 	{"jobs[].run.command", commandKeys, reflect.TypeOf(CommandRun{}), "jobs:\n  - name: a\n    run:\n      command:\n        KEY: 1\n", "jobs[0] (a).run.command.KEY"},
+	{"jobs[].deadline", jobDeadlineKeys, reflect.TypeOf(JobDeadline{}), "jobs:\n  - name: a\n    deadline:\n      KEY: 1\n", "jobs[0] (a).deadline.KEY"},
 	{"jobs[].run.http", httpRunKeys, reflect.TypeOf(HTTPRun{}), "jobs:\n  - name: a\n    run:\n      http:\n        KEY: 1\n", "jobs[0] (a).run.http.KEY"},
 }
 

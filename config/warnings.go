@@ -30,6 +30,7 @@ func (f *File) Warnings() Errors {
 			warn("backend.postgres.url", msg)
 		}
 	}
+	ws = append(ws, f.tracingWarnings()...)
 	return append(ws, f.runWarnings()...)
 }
 

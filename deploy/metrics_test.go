@@ -286,8 +286,8 @@ func TestAlertRulesNameExportedMetrics(t *testing.T) {
 			qs = append(qs, query{"alert " + r.Alert + r.Record, r.Expr})
 		}
 	}
-	if len(qs) < 11 {
-		t.Fatalf("%d rules read, want the 11 shipped", len(qs))
+	if len(qs) < 12 {
+		t.Fatalf("%d rules read, want the 12 shipped", len(qs))
 	}
 	for _, p := range unknownMetrics(qs, exported(t)) {
 		t.Error(p)

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/onetick/onetick"
 )
 
 const (
@@ -85,13 +87,14 @@ func (c *Command) Execute(ctx context.Context, r Run) error {
 	}
 	defer statR.Close()
 
-	stdout := &lineLogger{log: log, stream: "stdout"}
-	stderr := &lineLogger{log: log, stream: "stderr", keep: true}
+	out := newTailBuffer(onetick.MaxEventOutput)
+	stdout := &lineLogger{log: log, stream: "stdout", out: out}
+	stderr := &lineLogger{log: log, stream: "stderr", keep: true, out: out}
 	cmd := &exec.Cmd{
 		// The running binary itself, even if a deploy replaced the file.
 		Path:   "/proc/self/exe",
 		Args:   append([]string{"onetick-supervisor"}, c.argv...),
-		Env:    append(c.environ(r, tick), supervisorEnv+"="+c.grace.String()),
+		Env:    append(append(c.environ(r, tick), traceEnv(ctx)...), supervisorEnv+"="+c.grace.String()),
 		Dir:    c.dir,
 		Stdin:  bytes.NewReader(r.Payload),
 		Stdout: stdout,
@@ -169,7 +172,21 @@ wait:
 	wg.Wait()
 	stdout.flush()
 	stderr.flush()
-	return c.outcome(log, &st, stopped, waitErr, stderr.lastLines(), time.Since(started))
+	err = c.outcome(log, &st, stopped, waitErr, stderr.lastLines(), time.Since(started))
+	r.report(onetick.Result{Exit: st.exitCode(), Output: out.String()})
+	return err
+}
+
+// exitCode is the command's exit code when it exited on its own, nil
+// when it was killed by a signal or stopped by onetick.
+func (s *runState) exitCode() *int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := s.exited; m != nil && !m.Terminating && m.Signal == 0 {
+		code := m.Code
+		return &code
+	}
+	return nil
 }
 
 func (c *Command) killGroup(st *runState) {

@@ -28,6 +28,26 @@
 // arguments or environment, not the URL's password or query values, not the
 // configured headers, not the signing secrets or signatures.
 //
+// # Results
+//
+// Beside its error, an attempt reports what it produced to Run.Report,
+// once, before Execute returns; the worker puts it on the run ledger's
+// outcome event (worker.Report, docs/ledger.md):
+//
+//	Command   the exit code when the command exited on its own (none when a
+//	          signal killed it or onetick stopped it), and the last
+//	          onetick.MaxEventOutput bytes of its output: the lines of standard
+//	          output and standard error in the order onetick read them (two
+//	          pipes, so lines written to both streams at nearly the same time
+//	          may swap)
+//	HTTP      the response's status and the last onetick.MaxEventOutput bytes
+//	          of its body, of at most MaxBodyRead bytes read within the
+//	          attempt's Timeout (a longer or stalled body is cut, and the output
+//	          ends with a line saying so); nothing when no response came
+//
+// Both keep only a bounded tail in memory (twice MaxEventOutput), however
+// much a command prints.
+//
 // # Command
 //
 // A Command runs Argv directly (no shell unless Argv names one) with:
@@ -38,6 +58,10 @@
 //	ONETICK_TICK      tick id, "job:unixmillis": use it as your idempotency key
 //	ONETICK_EPOCH     fencing epoch of the leader that enqueued the tick
 //	ONETICK_ATTEMPT   attempt number, from 1
+//	TRACEPARENT       the attempt's W3C trace context, when ctx carries an
+//	                  OpenTelemetry span (tracing configured); TRACESTATE too
+//	                  when it has one. An HTTP call carries the same in its
+//	                  traceparent and tracestate headers.
 //
 // plus Env, plus a few variables inherited from onetick: PATH (a standard
 // one if onetick has none), HOME, USER, LOGNAME, SHELL, LANG, LANGUAGE,

@@ -18,6 +18,19 @@ type Run struct {
 	Epoch   onetick.Epoch
 	Attempt int // 1-based
 	Payload json.RawMessage
+	// Report, when set, receives what the attempt produced, once, before
+	// Execute returns: a command's exit code and the end of its output,
+	// an HTTP response's status and the end of its body (see the package
+	// documentation, Results). The worker's adapter passes it on to
+	// worker.Report.
+	Report func(onetick.Result)
+}
+
+// report passes res to r.Report, if set.
+func (r Run) report(res onetick.Result) {
+	if r.Report != nil {
+		r.Report(res)
+	}
 }
 
 // tickID is the run's tick id, so a Run built by hand still logs and signs

@@ -27,9 +27,6 @@ const (
 	DefaultMaxBodySnippet = 512
 	maxBodySnippet        = 64 << 10
 	maxSecrets            = 16
-	// drainLimit is how much of a response body is read and discarded so the
-	// connection can be reused; a larger body costs a new connection instead.
-	drainLimit = 64 << 10
 )
 
 // HTTPConfig configures an HTTP executor.
@@ -45,8 +42,10 @@ type HTTPConfig struct {
 	// webhook-* headers, Content-Type, Content-Length, Host, Connection and
 	// Transfer-Encoding are set by the executor and cannot be given here.
 	Headers map[string]string
-	// Timeout bounds one attempt, from sending to reading the status line;
-	// DefaultHTTPTimeout when zero.
+	// Timeout bounds one attempt, from sending to reading the response
+	// body (at most MaxBodyRead bytes); DefaultHTTPTimeout when zero. A
+	// body still arriving when it passes is cut: the status alone decides
+	// the outcome.
 	Timeout time.Duration
 	// Secrets sign every request, one webhook-signature entry each, in this
 	// order; list the new secret and the old one while receivers rotate.
@@ -230,6 +229,7 @@ func (h *HTTP) Execute(ctx context.Context, r Run) error {
 		req.Header[k] = append([]string(nil), v...)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	setTraceHeaders(ctx, req.Header)
 	sent := h.clock.Now()
 	webhook.SetHeaders(req.Header, h.secrets, webhook.MessageID(tick), sent, body)
 
@@ -252,13 +252,80 @@ func (h *HTTP) Execute(ctx context.Context, r Run) error {
 		log.Debug("webhook failed", "err", err)
 		return err
 	}
-	defer func() {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, drainLimit))
-		resp.Body.Close()
-	}()
-	err = h.classify(resp)
+	// The body is read within the attempt's timeout, at most MaxBodyRead
+	// bytes: its start for an error, its end for the result.
+	rb := readBody(resp.Body, h.snippet+1)
+	resp.Body.Close()
+	if rb.err != nil {
+		switch {
+		case ctx.Err() != nil:
+			rb.err = fmt.Errorf("abandoned: %w", ctxErr(ctx))
+		case errors.Is(actx.Err(), context.DeadlineExceeded):
+			rb.err = fmt.Errorf("timed out after %s", h.timeout)
+		}
+		log.Debug("webhook response body not read to its end", "status", resp.StatusCode, "err", rb.err)
+	}
+	err = h.classify(resp, rb.head)
+	r.report(onetick.Result{Status: resp.StatusCode, Output: rb.output()})
 	log.Debug("webhook answered", "status", resp.StatusCode, "err", err)
 	return err
+}
+
+// MaxBodyRead is how much of a response body the HTTP executor reads: its
+// end, up to onetick.MaxEventOutput bytes of what was read, is the
+// attempt's reported output. A longer body is not read further (its
+// connection is not reused).
+const MaxBodyRead = 1 << 20
+
+// respBody is what was read of a response body.
+type respBody struct {
+	head []byte      // its first bytes
+	tail *tailBuffer // its last bytes, up to MaxBodyRead
+	more bool        // longer than MaxBodyRead
+	err  error       // reading stopped early (timeout, reset)
+}
+
+// readBody reads at most MaxBodyRead bytes of r, keeping the first
+// headLen and the last onetick.MaxEventOutput.
+func readBody(r io.Reader, headLen int) respBody {
+	b := respBody{tail: newTailBuffer(onetick.MaxEventOutput)}
+	buf := make([]byte, 32<<10)
+	var n int64
+	for n <= MaxBodyRead {
+		k, err := r.Read(buf[:min(int64(len(buf)), MaxBodyRead+1-n)])
+		p := buf[:k]
+		if n+int64(k) > MaxBodyRead {
+			p, b.more = p[:MaxBodyRead-n], true
+		}
+		if room := headLen - len(b.head); room > 0 {
+			b.head = append(b.head, p[:min(room, len(p))]...)
+		}
+		b.tail.Write(p)
+		n += int64(k)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			b.err = err
+			break
+		}
+	}
+	return b
+}
+
+// output is the body's end as the attempt reports it, marked when the
+// body was longer than what was read.
+func (b respBody) output() string {
+	var note string
+	switch {
+	case b.more:
+		note = fmt.Sprintf("\n[onetick: response body longer than %d bytes; not read further]", MaxBodyRead)
+	case b.err != nil:
+		note = "\n[onetick: response body not read to its end: " + b.err.Error() + "]"
+	default:
+		return b.tail.String()
+	}
+	return tailString(b.tail.String(), onetick.MaxEventOutput-len(note)) + note
 }
 
 // HTTPError is a response other than 2xx.
@@ -284,7 +351,7 @@ func (e *HTTPError) Error() string {
 }
 
 // classify maps a response to an outcome; the table is in doc.go.
-func (h *HTTP) classify(resp *http.Response) error {
+func (h *HTTP) classify(resp *http.Response, head []byte) error {
 	code := resp.StatusCode
 	if code >= 200 && code <= 299 {
 		return nil
@@ -293,7 +360,7 @@ func (h *HTTP) classify(resp *http.Response) error {
 	if e.Status == "" {
 		e.Status = fmt.Sprint(code)
 	}
-	e.Body = readSnippet(resp.Body, h.snippet)
+	e.Body = readSnippet(bytes.NewReader(head), h.snippet)
 	switch {
 	case code >= 300 && code <= 399:
 		e.Reason = "redirect not followed (update the URL)"

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 const (
@@ -26,6 +27,9 @@ type lineLogger struct {
 	log    *slog.Logger
 	stream string
 	keep   bool // keep a tail (stderr)
+	// out receives every line, both streams' lines in the order they
+	// came: the output's tail that the attempt reports.
+	out *tailBuffer
 
 	mu        sync.Mutex
 	buf       []byte // the current line, up to MaxLineBytes
@@ -74,6 +78,9 @@ func (l *lineLogger) emit() {
 		attrs = append(attrs, slog.Bool("truncated", true))
 	}
 	l.log.LogAttrs(context.Background(), slog.LevelInfo, "output", attrs...)
+	if l.out != nil {
+		l.out.writeLine(line)
+	}
 	if l.keep {
 		if len(line) > stderrTailBytes {
 			line = line[:stderrTailBytes] + "…"
@@ -90,4 +97,66 @@ func (l *lineLogger) lastLines() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]string(nil), l.tail...)
+}
+
+// tailBuffer keeps the last max bytes written to it, in at most 2*max
+// bytes of memory however much is written: the output a command's
+// attempt reports, the end of an HTTP response body.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func newTailBuffer(max int) *tailBuffer {
+	return &tailBuffer{max: max, b: make([]byte, 0, 2*max)}
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	addTail(t, p)
+	return len(p), nil
+}
+
+// writeLine writes line and a newline, together.
+func (t *tailBuffer) writeLine(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	addTail(t, line)
+	addTail(t, "\n")
+}
+
+// addTail appends p to t's buffer, dropping its front as needed.
+func addTail[B string | []byte](t *tailBuffer, p B) {
+	if len(p) >= t.max {
+		t.b = append(t.b[:0], p[len(p)-t.max:]...)
+		return
+	}
+	if len(t.b)+len(p) > 2*t.max {
+		// Slide: keep what, with p, makes the last max bytes.
+		keep := t.max - len(p)
+		t.b = t.b[:copy(t.b, t.b[len(t.b)-keep:])]
+	}
+	t.b = append(t.b, p...)
+}
+
+// String returns the last max bytes written, from a rune boundary.
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return tailString(string(t.b), t.max)
+}
+
+// tailString is the end of s, at most n bytes, starting on a rune
+// boundary.
+func tailString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - n
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
 }

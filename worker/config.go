@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -65,6 +66,12 @@ type Config struct {
 	// often than this without a result (a tick that crashes its workers,
 	// which no handler error ever reports). Default 10.
 	MaxDeliveries int
+	// OnAttempt, if set, is called as each attempt starts, with the
+	// handler's context and task: the handler runs with the context it
+	// returns (a tracer puts the attempt's span there), and end, if not
+	// nil, is called once the attempt's result is settled. Both run on
+	// the attempt's goroutine and must not block.
+	OnAttempt func(ctx context.Context, t *Task) (_ context.Context, end func(AttemptEnd))
 }
 
 // Defaults.

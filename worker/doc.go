@@ -122,6 +122,11 @@
 // never got a done record, so the replay runs (unless the same tick
 // succeeded through another entry meanwhile, which its done record shows).
 //
+// A handler may say what its attempt produced with Report (an exit code,
+// an HTTP status, the end of its output); the worker settles it with the
+// outcome, and a store that keeps the run ledger writes it on the
+// outcome's event in the same step, with the attempt's duration.
+//
 // # Done records
 //
 // Acknowledgement and done record are written together, so a tick that

@@ -9,6 +9,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/onetick/onetick"
 )
 
 // execute runs one admitted tick's handler in its own goroutine and
@@ -45,14 +47,18 @@ func (w *Worker) execute(h *held, storeNow time.Time) {
 			"deliveries", d.Deliveries)
 	}
 	w.m.inFlight.Inc()
+	task := taskOf(d)
+	actx, attemptEnd := w.attemptStart(ctx, task)
+	hctx, rep := withReporter(actx)
 	start := w.clock.Now()
-	err := call(ctx, j.h, taskOf(d))
+	err := call(hctx, j.h, task)
 	elapsed := w.clock.Since(start)
+	result := rep.close(elapsed)
 	w.m.inFlight.Dec()
 	series.duration.Observe(elapsed.Seconds())
 	cause := context.Cause(ctx)
 
-	f := Finish{D: d}
+	f := Finish{D: d, Result: result}
 	var outcome Outcome // what follows a failed run
 	switch {
 	case err == nil:
@@ -61,7 +67,7 @@ func (w *Worker) execute(h *held, storeNow time.Time) {
 		// Cut off by shutdown, or because heartbeats stopped reaching the
 		// store: no attempt is spent; if the entry is still this
 		// consumer's, another worker takes it over at once.
-		f.Kind = FinishRelease
+		f.Kind, f.Result = FinishRelease, onetick.Result{}
 	case errors.Is(err, ErrSkipRetry) || d.Attempt >= j.maxAttempts:
 		f.Kind, f.Err, outcome = FinishDead, err.Error(), OutcomeDead
 	default:
@@ -80,6 +86,9 @@ func (w *Worker) execute(h *held, storeNow time.Time) {
 	h.settling = true
 	w.mu.Unlock()
 	owned, settled := w.settle(h, f, log)
+	if attemptEnd != nil {
+		attemptEnd(AttemptEnd{Kind: f.Kind, Recorded: owned && settled, Err: err, Result: f.Result, Duration: elapsed})
+	}
 	w.mu.Lock()
 	w.forgetLocked(h)
 	w.mu.Unlock()

@@ -130,6 +130,7 @@ jobs:
 		if auth != "" {
 			req.Header.Set("Authorization", "Bearer "+auth)
 		}
+		req.Header.Set("Content-Type", "application/json")
 		for i := 0; i+1 < len(hdr); i += 2 {
 			req.Header.Set(hdr[i], hdr[i+1])
 		}

@@ -60,6 +60,13 @@ func TestRunsAndWhy(t *testing.T) {
     run:
       command: {argv: [sh, -c, 'echo failing >&2; exit 3']}
       max_attempts: 1
+  - name: flaky
+    schedule: "@every 1s"
+    run:
+      command:
+        argv: [sh, -c, 'echo "attempt $ONETICK_ATTEMPT"; [ "$ONETICK_ATTEMPT" -ge 2 ] || { echo "db busy" >&2; exit 4; }']
+      max_attempts: 2
+      backoff: 100ms
 `, out))
 	p := startProc(t, "r1", "--config", cfg, "--data", data)
 	addr := <-p.addr
@@ -96,6 +103,8 @@ func TestRunsAndWhy(t *testing.T) {
 		t.Fatalf("dead record %+v: want the error as its reason", r)
 	}
 
+	whyResults(t, base)
+
 	resp, err := http.Get("http://" + addr + "/api/v1/jobs/ok/runs?fate=succeeded&limit=1")
 	if err != nil {
 		t.Fatal(err)
@@ -126,5 +135,54 @@ func TestRunsAndWhy(t *testing.T) {
 		if o, e, code := runCmd(t, nil, append(bad, base...)...); code != 2 {
 			t.Errorf("%v: exit %d, want 2\n%s%s", bad, code, o, e)
 		}
+	}
+}
+
+// whyResults: a command job's attempts leave their results in the
+// ledger: `onetick why` shows each attempt's exit code and duration and
+// the output of the newest attempts; `onetick runs` the last exit code;
+// --json the whole results.
+func whyResults(t *testing.T, base []string) {
+	t.Helper()
+	page := waitRuns(t, 1, append([]string{"flaky", "--fate", "succeeded"}, base...)...)
+	r := page.Runs[0]
+	var what []string
+	for _, e := range r.Events {
+		what = append(what, e.What)
+	}
+	if strings.Join(what, ",") != "enqueued,started,retried,started,succeeded" {
+		t.Fatalf("story of %s: %+v", r.Tick, r.Events)
+	}
+	// Two pipes: the lines of stdout and stderr are in the order they
+	// were read, which may not be the order they were written.
+	if e := r.Events[2]; e.Exit == nil || *e.Exit != 4 || e.Duration <= 0 || len(e.Output) != len("attempt 1\ndb busy\n") ||
+		!strings.Contains(e.Output, "attempt 1\n") || !strings.Contains(e.Output, "db busy\n") {
+		t.Fatalf("the failed attempt's result: %+v", e.Result)
+	}
+	if e := r.Events[4]; e.Exit == nil || *e.Exit != 0 || e.Output != "attempt 2\n" {
+		t.Fatalf("the attempt that succeeded: %+v", e.Result)
+	}
+	text, stderr, code := runCmd(t, nil, append([]string{"why", "flaky", strconv.FormatInt(int64(r.Slot), 10)}, base...)...)
+	if code != 0 {
+		t.Fatalf("why: exit %d\n%s%s", code, text, stderr)
+	}
+	for _, want := range []string{
+		"fate: succeeded",
+		"retried    attempt 1, worker ",
+		", exit 4, took ",
+		"succeeded  attempt 2, worker ",
+		", exit 0, took ",
+		"output of attempt 1, retried:\n  | ",
+		"\n  | db busy\n",
+		"\n  | attempt 1\n",
+		"output of attempt 2, succeeded:\n  | attempt 2\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("why lacks %q:\n%s", want, text)
+		}
+	}
+	list, _, _ := runCmd(t, nil, append([]string{"runs", "flaky", "--fate", "succeeded", "--limit", "1"}, base...)...)
+	if !strings.Contains(list, "RESULT") || !strings.Contains(list, "exit 0") {
+		t.Errorf("runs lacks the result column:\n%s", list)
 	}
 }

@@ -31,6 +31,9 @@ import (
 //	POST /api/v1/jobs/{job}/resume       {"reason": "...", "who": "..."}
 //	POST /api/v1/jobs/{job}/trigger      {"payload": {...}, "key": "..."}, or the Idempotency-Key header
 //	POST /api/v1/jobs/{job}/backfill     {"from": RFC 3339, "to": RFC 3339, "max": N, "dry_run": bool}
+//	GET  /api/v1/jobs/{job}/runs         the job's ledger records (runs.go)
+//	GET  /api/v1/jobs/{job}/dead         the job's dead letters, ?after=&limit= (api_dead.go)
+//	POST /api/v1/dead/{id}/replay        {"reason": "...", "who": "..."}
 //	PUT  /api/v1/jobsets/{set}           a jobs file (YAML or JSON), ?dry_run=true
 //	DELETE /api/v1/jobsets/{set}/jobs/{job}
 //
@@ -38,11 +41,17 @@ import (
 // token in the configuration the API is read-only. Reads from a client
 // that is not on loopback need the token too, when one is configured;
 // without one, a listener that is not on loopback refuses them. The Host
-// header must name this listener (see hostPolicy). A body is one JSON
-// object (a jobs file for a set), at most its endpoint's limit.
+// header must name this listener (see hostPolicy). A change from another
+// site is refused, and a POST must declare Content-Type: application/json
+// (csrf.go). A body is one JSON object (a jobs file for a set), at most its
+// endpoint's limit.
 // Errors are {"error": "..."} with 400 (bad input, nothing changed), 401,
-// 403, 404 (unknown job), 408, 413 (body too large, nothing changed), 421
-// (Host) or 503 (the store).
+// 403 (no token configured, a request from another site), 404 (unknown
+// job), 408, 413 (body too large, nothing changed), 415 (a POST not
+// declared application/json), 421 (Host) or 503 (the store).
+//
+// GET /jobs/{job} is the page of a job (package web), whose actions call
+// the changes above with the token the operator types into it.
 type api struct {
 	ops   *onetick.Ops
 	http  config.HTTP
@@ -50,6 +59,8 @@ type api struct {
 	sched *onetick.Scheduler
 	file  *config.File   // the configuration: the base of job sets, the worker status
 	store *stores.Handle // the store: its worker store (nil: no worker status)
+	// deadline is a job's deadline, for the job page (nil: none).
+	deadline func(onetick.Job) onetick.Deadline
 }
 
 type apiError struct {
@@ -139,11 +150,12 @@ func (a *api) read(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// change guards a change: the Host header and always the token.
+// change guards a change: the Host header, a request from another site
+// (csrf.go), always the token, and a POST's JSON Content-Type.
 func (a *api) change(h http.HandlerFunc) http.HandlerFunc {
 	hosts := newHostPolicy(a.http)
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !hosts.check(w, r) {
+		if !hosts.check(w, r) || !guardChange(w, r) {
 			return
 		}
 		if a.http.Token == "" {
@@ -153,6 +165,9 @@ func (a *api) change(h http.HandlerFunc) http.HandlerFunc {
 		if !a.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="onetick"`)
 			writeJSON(w, http.StatusUnauthorized, apiError{"a valid bearer token is required (Authorization: Bearer <http.token>)"})
+			return
+		}
+		if !guardJSON(w, r) {
 			return
 		}
 		h(w, r)
@@ -168,6 +183,7 @@ func (a *api) register(mux *http.ServeMux) {
 			}}, web.Options{Logger: a.log})
 		mux.Handle("/", a.read(page.ServeHTTP))
 	}
+	mux.Handle("/jobs/{job}", a.read(a.jobPage().ServeHTTP))
 	mux.HandleFunc("GET /status", a.read(a.status))
 	mux.HandleFunc("GET /api/v1/jobs", a.read(a.jobs))
 	mux.HandleFunc("GET /api/v1/controls", a.read(a.controls))
@@ -176,6 +192,8 @@ func (a *api) register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/jobs/{job}/resume", a.change(a.resume))
 	mux.HandleFunc("POST /api/v1/jobs/{job}/trigger", a.change(a.trigger))
 	mux.HandleFunc("POST /api/v1/jobs/{job}/backfill", a.change(a.backfill))
+	mux.HandleFunc("GET /api/v1/jobs/{job}/dead", a.read(a.deadOfJob))
+	mux.HandleFunc("POST /api/v1/dead/{id}/replay", a.change(a.replay))
 	mux.HandleFunc("PUT /api/v1/jobsets/{set}", a.change(a.applySet))
 	mux.HandleFunc("DELETE /api/v1/jobsets/{set}/jobs/{job}", a.change(a.removeFromSet))
 }

@@ -52,6 +52,9 @@ func do(mux http.Handler, method, path, remote, auth, body string) (int, string)
 	if auth != "" {
 		r.Header.Set("Authorization", auth)
 	}
+	if method == "POST" {
+		r.Header.Set("Content-Type", "application/json")
+	}
 	w := httptest.NewRecorder()
 	mux.ServeHTTP(w, r)
 	out, _ := io.ReadAll(w.Result().Body)
@@ -130,6 +133,7 @@ func TestAPITriggerIdempotency(t *testing.T) {
 		r.RemoteAddr = local
 		r.Host = "localhost:9464"
 		r.Header.Set("Authorization", "Bearer "+testToken)
+		r.Header.Set("Content-Type", "application/json")
 		if hdr != "" {
 			r.Header.Set("Idempotency-Key", hdr)
 		}

@@ -79,6 +79,9 @@ func FuzzAPIBody(f *testing.F) {
 		req.RemoteAddr = local
 		req.Host = "127.0.0.1:9464"
 		req.Header.Set("Authorization", "Bearer "+testToken)
+		if p.method == "POST" {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		before := state(t)
 		w := httptest.NewRecorder()
 		mux.ServeHTTP(w, req)

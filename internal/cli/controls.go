@@ -63,15 +63,24 @@ func (c *controlCmd) open(ctx context.Context, args []string, env Env, wantJob b
 		}
 		job, pos = pos[0], nil
 	}
-	_, jobs, h, err := c.sf.open(ctx, c.name, pos, env)
+	f, jobs, h, err := c.sf.open(ctx, c.name, pos, env)
 	if err != nil {
 		return nil, "", nil, err
 	}
 	if *c.who == "" {
 		*c.who = defaultWho(env)
 	}
+	// A trigger or backfill from the command line starts its ticks'
+	// traces as the daemon's API does (the spans are exported at exit,
+	// within the tracing section's timeout).
+	tr, err := startTracing(f, "onetick "+c.name, env.logger(), nil)
+	if err != nil {
+		_ = h.Close()
+		return nil, "", nil, err
+	}
 	b := h.Backend()
-	return &onetick.Ops{Backend: b, Jobs: jobs, Source: newStoreSource(b, jobs, env.logger())}, job, func() { _ = h.Close() }, nil
+	ops := &onetick.Ops{Backend: b, Jobs: jobs, Source: newStoreSource(b, jobs, env.logger()), Sink: tr.opsSink()}
+	return ops, job, func() { tr.stop(); _ = h.Close() }, nil
 }
 
 // opErr maps an operation's error to the CLI's: bad input and unknown

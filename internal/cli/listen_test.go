@@ -145,6 +145,9 @@ func (d *daemon) call(t *testing.T, method, path, host, auth string, body io.Rea
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
+	if method == "POST" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)

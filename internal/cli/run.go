@@ -136,9 +136,14 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 		log.Warn("test build: replica clock is skewed", "offset", env.Getenv("ONETICK_TEST_CLOCK_OFFSET"))
 	}
 	reg := MetricsRegistry()
+	tr, err := startTracing(f, *replica, log, reg)
+	if err != nil {
+		return err
+	}
+	defer tr.stop()
 	source := newStoreSource(b, jobs, log)
 	sched, err := onetick.New(onetick.Config{Source: source,
-		Backend: b, Replica: *replica, Jobs: jobs, Lease: f.LeaseConfig(), JobMetrics: f.JobMetrics(), Sink: h.Sink(),
+		Backend: b, Replica: *replica, Jobs: jobs, Lease: f.LeaseConfig(), JobMetrics: f.JobMetrics(), Sink: tr.sink(h.Sink()),
 		Logger: base, Registerer: reg, Clock: clock,
 		OnNewLeader: func(l onetick.Lease) {
 			log.Info("leader observed", "leader", l.Holder, "leader_epoch", int64(l.Epoch))
@@ -147,11 +152,15 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return usageError{err}
 	}
+	dw, err := deadlineWatcher(f, sched, h)
+	if err != nil {
+		return err
+	}
 
 	var w *worker.Worker
 	var rt *runtimeRuns
 	if f.Role != config.RoleScheduler {
-		if w, rt, err = buildWorker(f, h, *replica, base.With("replica", *replica), reg); err != nil {
+		if w, rt, err = buildWorker(f, h, *replica, base.With("replica", *replica), reg, tr.onAttempt()); err != nil {
 			return err
 		}
 	}
@@ -160,7 +169,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	done := make(chan struct{})
 	if hl != nil {
 		mux := handler(reg, sched, b, h.Describe, done)
-		(&api{ops: &onetick.Ops{Backend: b, Jobs: jobs, Source: source}, http: f.HTTP, log: log, sched: sched, file: f, store: h}).register(mux)
+		(&api{ops: &onetick.Ops{Backend: b, Jobs: jobs, Source: source, Sink: tr.opsSink()}, http: f.HTTP, log: log, sched: sched, file: f, store: h}).register(mux)
 		hl.serve(mux)
 		switch {
 		case f.HTTP.Token == "":
@@ -190,6 +199,10 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 			defer wg.Done()
 			h.Upkeep(runCtx)
 		}()
+		if dw != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = dw.Run(runCtx) }()
+		}
 		if rt != nil {
 			wg.Add(1)
 			go func() {

@@ -99,10 +99,10 @@ func cmdRuns(ctx context.Context, args []string, env Env) error {
 			return
 		}
 		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SLOT\tFATE\tREASON\tATTEMPTS\tUPDATED\tTICK")
+		fmt.Fprintln(tw, "SLOT\tFATE\tREASON\tATTEMPTS\tRESULT\tUPDATED\tTICK")
 		for _, r := range page.Runs {
-			fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", slotText(r), r.Fate, printable(short(r.Reason, 60)), attempts(r),
-				r.Updated.Format(time.RFC3339), printable(r.Tick))
+			fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", slotText(r), r.Fate, printable(short(r.Reason, 60)), attempts(r),
+				lastResult(r), r.Updated.Format(time.RFC3339), printable(r.Tick))
 		}
 		_ = tw.Flush()
 		if page.Next != "" {
@@ -202,6 +202,12 @@ func story(w io.Writer, r onetick.Run) {
 		if e.Worker != "" {
 			by = append(by, "worker "+printable(e.Worker))
 		}
+		if x := resultText(e.Result); x != "" {
+			by = append(by, x)
+		}
+		if e.Duration > 0 {
+			by = append(by, "took "+durationText(e.Duration))
+		}
 		detail := ""
 		if e.Detail != "" {
 			detail = ": " + printable(short(e.Detail, 200))
@@ -209,6 +215,7 @@ func story(w io.Writer, r onetick.Run) {
 		fprintf(tw, "  %s\t%s\t%s%s\n", e.At.Format("2006-01-02T15:04:05.000Z07:00"), e.What, strings.Join(by, ", "), detail)
 	}
 	_ = tw.Flush()
+	outputs(w, r)
 }
 
 // slotText is a record's slot as a time, or a trigger's key.

@@ -32,10 +32,12 @@ func executorOf(j config.Job, log *slog.Logger) (executor.Executor, error) {
 }
 
 // handlerOf adapts an executor to the worker: a permanent failure is
-// dead-lettered at once; a Retry-After passes through.
+// dead-lettered at once; a Retry-After passes through; what the attempt
+// reports (exit code, status, output) goes to the run ledger.
 func handlerOf(x executor.Executor) worker.Handler {
 	return worker.HandlerFunc(func(ctx context.Context, t *worker.Task) error {
-		err := x.Execute(ctx, executor.Run{Job: t.Job, Slot: t.Slot, Tick: t.Tick, Epoch: t.Epoch, Attempt: t.Attempt, Payload: t.Payload})
+		err := x.Execute(ctx, executor.Run{Job: t.Job, Slot: t.Slot, Tick: t.Tick, Epoch: t.Epoch, Attempt: t.Attempt, Payload: t.Payload,
+			Report: func(r onetick.Result) { worker.Report(ctx, r) }})
 		if err != nil && errors.Is(err, executor.ErrPermanent) {
 			return fmt.Errorf("%w (%w)", err, worker.ErrSkipRetry)
 		}
@@ -48,7 +50,8 @@ func handlerOf(x executor.Executor) worker.Handler {
 // (worker.allow_commands, worker.allow_http_hosts) and the store keeps
 // such jobs, what keeps the worker's registrations in line with them; nil
 // when there is nothing to run.
-func buildWorker(f *config.File, h *stores.Handle, replica string, log *slog.Logger, reg prometheus.Registerer) (*worker.Worker, *runtimeRuns, error) {
+func buildWorker(f *config.File, h *stores.Handle, replica string, log *slog.Logger, reg prometheus.Registerer,
+	onAttempt func(context.Context, *worker.Task) (context.Context, func(worker.AttemptEnd))) (*worker.Worker, *runtimeRuns, error) {
 	jobs := runJobs(f)
 	js, keeps := h.Backend().(onetick.JobStore)
 	dynamic := keeps && (len(f.Worker.Allow.Commands) > 0 || len(f.Worker.Allow.HTTPHosts) > 0)
@@ -62,7 +65,7 @@ func buildWorker(f *config.File, h *stores.Handle, replica string, log *slog.Log
 	w, err := worker.New(worker.Config{Store: store, Consumer: replica, Logger: log, Registerer: reg,
 		Concurrency: f.Worker.Concurrency, ShutdownTimeout: f.Worker.ShutdownTimeout.D(), TakeoverIdle: f.Worker.TakeoverIdle.D(),
 		HeartbeatInterval: f.Worker.Heartbeat.D(), DoneRetention: f.Worker.DoneRetention.D(), MaxDeliveries: f.Worker.MaxDeliveries,
-		Dynamic: dynamic})
+		Dynamic: dynamic, OnAttempt: onAttempt})
 	if err != nil {
 		return nil, nil, usageError{err}
 	}

@@ -165,6 +165,7 @@ func testFleetPage(t *testing.T, browser *browsertest.Browser) {
 	req, _ := http.NewRequest("POST", "http://"+standby.addr+"/api/v1/jobs/invoices-eu/pause",
 		strings.NewReader(`{"reason":"month-end freeze","who":"ops"}`))
 	req.Header.Set("Authorization", "Bearer "+pageToken)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

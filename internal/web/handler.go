@@ -65,15 +65,7 @@ type Options struct {
 // Handler serves the page at "/" from src. Other paths are 404, methods
 // other than GET and HEAD 405: the page changes nothing.
 func Handler(src Source, opts Options) http.Handler {
-	if opts.Refresh <= 0 {
-		opts.Refresh = DefaultRefresh
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 5 * time.Second
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts = opts.withDefaults()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
@@ -107,18 +99,21 @@ func Handler(src Source, opts Options) http.Handler {
 			http.Error(w, "status page: render failed", http.StatusInternalServerError)
 			return
 		}
-		h := w.Header()
-		h.Set("Content-Type", "text/html; charset=utf-8")
-		h.Set("Content-Security-Policy", csp)
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("Cache-Control", "no-store")
-		h.Set("Content-Length", strconv.Itoa(buf.Len()))
-		w.WriteHeader(code)
-		if r.Method == http.MethodGet {
-			_, _ = w.Write(buf.Bytes())
-		}
+		writeHTML(w, r, code, csp, buf.Bytes())
 	})
+}
+
+func (o Options) withDefaults() Options {
+	if o.Refresh <= 0 {
+		o.Refresh = DefaultRefresh
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
 }
 
 func refresh(s string, def time.Duration) time.Duration {

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"html/template"
 	"io"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -35,6 +36,16 @@ var funcs = template.FuncMap{
 	"secs":   func(d time.Duration) int { return int(d / time.Second) },
 	"add":    func(a, b int) int { return a + b },
 	"deref":  func(n *int64) int { return int(*n) },
+	// The job page's.
+	"slotAt":   slotTime,
+	"fate":     fateClass,
+	"deadline": deadlineText,
+	"exit":     exitText,
+	"jobURL":   func(name string) string { return "jobs/" + url.PathEscape(name) },
+	"pathEsc":  url.PathEscape,
+	"toInt":    func(n int64) int { return int(n) },
+	"lastLine": lastLine,
+	"short":    shortDuration,
 }
 
 // termView is one leadership term as the timeline shows it.

@@ -65,6 +65,17 @@ type Behavior struct {
 	// Block until the context is done, or (in process) until the test
 	// opens the tick's gate.
 	Block bool `json:"block"`
+	// Report: each attempt reports a result (worker.Report) before it
+	// returns: Exit 1 when it fails, 0 when it succeeds, and an Output
+	// longer than onetick.MaxEventOutput that ends with ReportOutput's
+	// line.
+	Report bool `json:"report"`
+}
+
+// ReportOutput is the last line of the output a Report handler reports
+// for attempt n of tick.
+func ReportOutput(tick string, n int) string {
+	return fmt.Sprintf("attempt %d of %s\n", n, tick)
 }
 
 // Event kinds.
@@ -342,6 +353,14 @@ func build(spec Spec, store worker.Store, reg prometheus.Registerer, logger *slo
 			start.Kind, start.At = KindStart, time.Now()
 			emit(start)
 			err := behave(ctx, do, t, run, gate, crash)
+			if do.Report {
+				code := 0
+				if err != nil {
+					code = 1
+				}
+				worker.Report(ctx, onetick.Result{Exit: &code,
+					Output: strings.Repeat("x", onetick.MaxEventOutput) + ReportOutput(t.Tick, t.Attempt)})
+			}
 			end := ev
 			end.Kind, end.At = KindEnd, time.Now()
 			if err != nil {

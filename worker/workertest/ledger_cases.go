@@ -3,6 +3,7 @@ package workertest
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,4 +108,60 @@ func testLedger(t *testing.T, env Env) {
 	if err != nil || len(page.Runs) != 2 || page.Runs[0].Tick != ids[1] {
 		t.Fatalf("succeeded runs: %+v, %v", page, err)
 	}
+}
+
+// testLedgerResults: what a handler reports (worker.Report) is on its
+// attempt's outcome event, written in the same step: a failed attempt's
+// result on "retried", the next attempt's on "succeeded", a dead
+// letter's on "dead"; the output cut to its last MaxEventOutput bytes;
+// the duration measured by the worker, since the handler reports none.
+func testLedgerResults(t *testing.T, env Env) {
+	lg, ok := env.Backend.(onetick.Ledger)
+	if !ok {
+		t.Skip("this backend keeps no run ledger")
+	}
+	const sleep = 20 * time.Millisecond
+	f := newFleet(t, env)
+	retry := JobSpec{Name: name("results"), MaxAttempts: 2, Backoff: 50 * time.Millisecond,
+		Do: Behavior{FailFirst: 1, Report: true, Sleep: sleep}}
+	dead := JobSpec{Name: name("results-dead"), MaxAttempts: 1, Do: Behavior{FailFirst: 1, Report: true}}
+	w := name("w")
+	f.start(spec(w, retry, dead))
+	p := newProducer(env.Backend)
+	ids := p.produce(t, retry.Name, 1)
+	dids := p.produce(t, dead.Name, 1)
+	f.awaitEvent("the retried tick succeeded", logged("tick succeeded", ids[0]))
+	f.awaitEvent("the other tick dead", logged("tick failed and went to the dead letters", dids[0]))
+
+	check := func(tick string, e onetick.RunEvent, exit, attempt int) {
+		t.Helper()
+		if e.Exit == nil || *e.Exit != exit {
+			t.Errorf("%s %s: exit %v, want %d", tick, e.What, e.Exit, exit)
+		}
+		if len(e.Output) != onetick.MaxEventOutput || !strings.HasSuffix(e.Output, ReportOutput(tick, attempt)) {
+			t.Errorf("%s %s: output of %d bytes ending %q, want the last %d bytes of what attempt %d reported",
+				tick, e.What, len(e.Output), e.Output[max(0, len(e.Output)-80):], onetick.MaxEventOutput, attempt)
+		}
+		if e.Duration <= 0 {
+			t.Errorf("%s %s: duration %s, want the worker's measure", tick, e.What, e.Duration)
+		}
+	}
+	r := ledgerRun(t, lg, retry.Name, ids[0])
+	checkStory(t, r, w, onetick.EventEnqueued, onetick.EventStarted, onetick.EventRetried,
+		onetick.EventStarted, onetick.EventSucceeded)
+	check(ids[0], r.Events[2], 1, 1)
+	check(ids[0], r.Events[4], 0, 2)
+	for _, i := range []int{2, 4} {
+		if d := r.Events[i].Duration; d < sleep {
+			t.Errorf("%s %s: duration %s, want at least the handler's %s", ids[0], r.Events[i].What, d, sleep)
+		}
+	}
+	for _, i := range []int{0, 1, 3} {
+		if e := r.Events[i]; e.Result != (onetick.Result{}) {
+			t.Errorf("%s %s: result %+v, want none", ids[0], e.What, e.Result)
+		}
+	}
+	r = ledgerRun(t, lg, dead.Name, dids[0])
+	checkStory(t, r, w, onetick.EventEnqueued, onetick.EventStarted, onetick.EventDead)
+	check(dids[0], r.Events[2], 1, 1)
 }

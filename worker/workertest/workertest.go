@@ -84,6 +84,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"ShutdownBound", testShutdown},
 		{"SkippedDone", testSkippedDone},
 		{"Ledger", testLedger},
+		{"LedgerResults", testLedgerResults},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h.New(t)) })

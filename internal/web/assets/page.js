@@ -1,21 +1,28 @@
 // Re-fetches this page every data-refresh seconds and swaps each
 // [data-live] element for its new version, so the scroll position and the
 // filter being typed survive. On failure the last data stays, under a
-// banner saying since when it is stale; the next tick tries again.
+// banner saying since when it is stale; the next tick tries again. An
+// "onetick:refresh" event on the document refreshes at once (the job
+// page's actions send it); <details> left open stay open.
 (function () {
   "use strict";
   var every = Math.max(1, Number(document.body.getAttribute("data-refresh")) || 5) * 1000;
   var stale = document.getElementById("stale");
   var updated = new Date();
   var busy = false;
+  var again = false;
 
   function fail(why) {
     stale.textContent = "Not updated since " + updated.toLocaleTimeString() + ": " + why + ". Retrying every " + every / 1000 + "s.";
     stale.hidden = false;
   }
 
-  function refresh() {
-    if (busy || document.hidden) {
+  function refresh(now) {
+    if (busy) {
+      again = again || now === true;
+      return;
+    }
+    if (document.hidden && now !== true) {
       return;
     }
     busy = true;
@@ -30,6 +37,12 @@
           parts.forEach(function (n) {
             var old = document.getElementById(n.id);
             if (old) {
+              old.querySelectorAll("details[open][id]").forEach(function (d) {
+                var same = n.querySelector('details[id="' + CSS.escape(d.id) + '"]');
+                if (same) {
+                  same.open = true;
+                }
+              });
               old.replaceWith(document.adoptNode(n));
             }
           });
@@ -44,9 +57,16 @@
       })
       .finally(function () {
         busy = false;
+        if (again) {
+          again = false;
+          refresh(true);
+        }
       });
   }
 
   setInterval(refresh, every);
   document.addEventListener("visibilitychange", refresh);
+  document.addEventListener("onetick:refresh", function () {
+    refresh(true);
+  });
 })();
