@@ -180,7 +180,9 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 		p.str(m.Kind)
 		p.str(t.Version)
 	}
-	v, err := enqueueScript.Run(ctx, b.c, keys, a.Who, a.Reason, b.opts.ClockTolerance.Milliseconds(), m.Kind, m.Job, m.Detail(ticks), p.b).Slice()
+	keys = append(keys, b.lg.log)
+	v, err := enqueueScript.Run(ctx, b.c, keys, a.Who, a.Reason, b.opts.ClockTolerance.Milliseconds(), m.Kind, m.Job,
+		m.Detail(ticks), p.b, b.ledgerFlag()).Slice()
 	if err != nil {
 		return onetick.ClaimResult{}, err
 	}

@@ -114,11 +114,13 @@ return {1, fmt_iv(iv), now, v}
 // enqueueScript appends manual ticks of one job outside the election.
 //
 // KEYS: control log, epoch, then per tick its record key (a trigger's own
-// key, or the tick-record bucket of a backfilled slot) and its stream.
-// ARGV: who, reason, tolerance ms, action, job, detail, and the ticks as
-// MessagePack: 7 values per tick: tick id, slot (ignored for a trigger:
-// the store's now), payload, retention ms, maxlen (decimal string), kind,
-// definition version ("" for none).
+// key, or the tick-record bucket of a backfilled slot) and its stream,
+// then the run ledger's log. ARGV: who, reason, tolerance ms, action, job,
+// detail, the ticks as MessagePack: 7 values per tick: tick id, slot
+// (ignored for a trigger: the store's now), payload, retention ms, maxlen
+// (decimal string), kind, definition version ("" for none); and "1" when
+// the run ledger is kept (each appended tick is noted there, enqueued by
+// the actor).
 //
 // As in the claim, everything that can fail is read first (records,
 // through pcall), appends go through pcall and a tick's record is written
@@ -128,10 +130,12 @@ return {1, fmt_iv(iv), now, v}
 // its stream holds another type), 1 appended. Returns {now, outcomes,
 // damages (key, field, reason, kind, value), broken tick -> damage,
 // epoch}.
-var enqueueScript = goredis.NewScript(luaPrelude + `
+var enqueueScript = goredis.NewScript(luaPrelude + luaLedger + `
 local now = now_ms()
 local who, reason, tol, action, job, detail = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
 local d = cmsgpack.unpack(ARGV[7])
+local ledger = ARGV[8] == '1'
+local lops, nlops = {}, 0
 local lt = keytype(KEYS[1])
 if lt ~= 'none' and lt ~= 'list' then return {-1, KEYS[1], 'holds a ' .. lt .. ', not a list', 'type', ''} end
 local epoch = try('GET', KEYS[2])
@@ -199,6 +203,10 @@ for i = 1, nt do
         if ttl < 0 or now + ttl < exp then redis.call('PEXPIREAT', rkey, exp) end
       end
       n = n + 1
+      if ledger then
+        nlops = nlops + 1
+        lops[nlops] = lop_e('e', job, fmtint(d[k + 1]), d[k], d[k + 5])
+      end
     end
   end
   out[i] = res
@@ -207,5 +215,6 @@ end
 redis.call('LPUSH', KEYS[1], cjson.encode({action = action, job = job, who = who, reason = reason, at = now,
   detail = detail .. ' (' .. n .. ' of ' .. nt .. ' enqueued)'}))
 redis.call('LTRIM', KEYS[1], 0, 999)
+if ledger then ledger_push(KEYS[#KEYS], now, '', token, '', lops, nlops) end
 return {now, table.concat(out), dmg, brk, epoch}
 `)

@@ -56,7 +56,40 @@ func (b *Backend) Inspect(ctx context.Context, streams map[string]string) ([]*on
 	if err := b.inspectStreams(ctx, jobs, streams); add(err) != nil {
 		return nil, err
 	}
+	if err := b.inspectLedger(ctx); add(err) != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// inspectLedger finds run-ledger keys of another type (ledger.go); the
+// scripts leave a log of another type alone, so the ledger misses events
+// until it is repaired.
+func (b *Backend) inspectLedger(ctx context.Context) error {
+	keys := []string{b.lg.log, b.lg.folded, b.lg.records, b.lg.spans}
+	types, err := b.types(ctx, keys)
+	if err != nil {
+		return err
+	}
+	var bad onetick.DamageErrors
+	for i, k := range keys {
+		if want := b.expectedType(k); types[i] != want && types[i] != "none" {
+			bad = append(bad, &onetick.DamageError{Key: k, Kind: onetick.DamageType, Repairable: true,
+				Reason: "holds a " + types[i] + ", not a " + want + " of the run ledger"})
+		}
+	}
+	if bad == nil && types[1] == "string" {
+		if v, err := b.c.Get(ctx, b.lg.folded).Result(); err == nil {
+			if _, ok := parseSlot(v); !ok {
+				bad = append(bad, &onetick.DamageError{Key: b.lg.folded, Kind: onetick.DamageValue, Value: v, Repairable: true,
+					Reason: fmt.Sprintf("value %q is not an integer", short(v))})
+			}
+		}
+	}
+	if bad != nil {
+		return bad
+	}
+	return nil
 }
 
 func (b *Backend) inspectEpoch(ctx context.Context) error {
@@ -199,8 +232,13 @@ func (b *Backend) expectedType(key string) string {
 	switch key {
 	case b.leader, b.epoch, b.version:
 		return "string"
-	case b.terms, b.log:
+	case b.terms, b.log, b.lg.log:
 		return "list"
+	case b.lg.folded:
+		return "string"
+	}
+	if strings.HasPrefix(key, b.lg.idx) {
+		return "zset"
 	}
 	if strings.HasPrefix(key, b.opts.Prefix+":trigger:") {
 		return "string"

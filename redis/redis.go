@@ -13,6 +13,7 @@
 //	<prefix>:released    pub/sub channel: a lease was released
 //	<prefix>:paused, :control, :controls, :controls:version   the controls
 //	<prefix>:jobs, :jobset:<set>, :jobs:version               run-time jobs
+//	<prefix>:ledger, :ledger:*                                the run ledger (ledger.go)
 //	<prefix>:worker:<group>:...                               the workers
 //
 // Streams use the key each job names. Every multi-key operation is one Lua
@@ -39,6 +40,7 @@ import (
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/internal/redact"
+	"github.com/onetick/onetick/internal/storekit"
 )
 
 // Options configure a Backend.
@@ -57,6 +59,10 @@ type Options struct {
 	// (default 100ms).
 	Replicas           int
 	ReplicationTimeout time.Duration
+	// Ledger bounds the run ledger (ledger.go); zero fields take
+	// onetick.DefaultLedgerMaxAge and DefaultLedgerMaxPerJob. Off keeps
+	// none.
+	Ledger onetick.LedgerRetention
 }
 
 // Backend implements onetick.Backend on one Redis server.
@@ -73,6 +79,8 @@ type Backend struct {
 	// Controls: pause intervals and who paused (hashes by job), the
 	// control log (list) and its version (integer).
 	paused, control, log, version string
+	// lg: the run ledger's keys (ledger.go).
+	lg ledgerKeys
 }
 
 var _ onetick.Backend = (*Backend)(nil)
@@ -98,6 +106,7 @@ func New(c goredis.UniversalClient, opts Options) *Backend {
 	if opts.ReplicationTimeout == 0 {
 		opts.ReplicationTimeout = defaultReplicationTimeout
 	}
+	opts.Ledger = storekit.Retention(opts.Ledger)
 	db := 0
 	if cl, ok := c.(*goredis.Client); ok {
 		db = cl.Options().DB
@@ -106,7 +115,8 @@ func New(c goredis.UniversalClient, opts Options) *Backend {
 	return &Backend{c: c, db: db, opts: opts,
 		leader: p + ":leader", epoch: p + ":epoch", terms: p + ":terms",
 		last: p + ":last", chann: p + ":released",
-		paused: p + ":paused", control: p + ":control", log: p + ":controls", version: p + ":controls:version"}
+		paused: p + ":paused", control: p + ":control", log: p + ":controls", version: p + ":controls:version",
+		lg: newLedgerKeys(p)}
 }
 
 // Open connects to the Redis at url (redis:// or rediss:// for TLS, with
@@ -176,10 +186,12 @@ func (b *Backend) noteOf(x any) *onetick.DamageError {
 // owned reports whether key is one of onetick's own keys (not a stream).
 func (b *Backend) owned(key string) bool {
 	switch key {
-	case b.leader, b.epoch, b.terms, b.last, b.paused, b.control, b.log, b.version:
+	case b.leader, b.epoch, b.terms, b.last, b.paused, b.control, b.log, b.version,
+		b.lg.log, b.lg.folded, b.lg.records, b.lg.spans:
 		return true
 	}
-	return strings.HasPrefix(key, b.opts.Prefix+":ticks:") || strings.HasPrefix(key, b.opts.Prefix+":trigger:")
+	return strings.HasPrefix(key, b.opts.Prefix+":ticks:") || strings.HasPrefix(key, b.opts.Prefix+":trigger:") ||
+		strings.HasPrefix(key, b.lg.idx)
 }
 
 // Acquire implements onetick.Leaser.
@@ -320,7 +332,7 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 	// Even an empty claim runs the script: it is fenced like any other.
 	var p packer
 	p.b = make([]byte, 0, 128*len(ticks))
-	p.array(9 * len(ticks))
+	p.array(10 * len(ticks))
 	for _, t := range ticks {
 		p.str(t.Job)
 		p.uint(uint64(max(t.Slot, 0)))
@@ -331,9 +343,14 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 		p.str(t.Stream)
 		p.bool(t.OutOfOrder)
 		p.str(t.Version)
+		if b.ledgerOn() {
+			p.ledgerText(t)
+		} else {
+			p.str("")
+		}
 	}
 	cmd, rerr := b.write(ctx, claimScript, b.claimKeys(ticks),
-		l.Token(), b.opts.ClockTolerance.Milliseconds(), int64(l.Epoch), l.Holder, b.opts.Prefix+":ticks:", p.b)
+		l.Token(), b.opts.ClockTolerance.Milliseconds(), int64(l.Epoch), l.Holder, b.opts.Prefix+":ticks:", p.b, b.ledgerFlag())
 	v, err := cmd.Slice()
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "FENCED") {
@@ -349,14 +366,20 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 	if len(outs) != len(ticks) {
 		return onetick.ClaimResult{}, fmt.Errorf("redis: claim returned %d outcomes for %d ticks", len(outs), len(ticks))
 	}
+	if n, _ := v[4].(int64); n > int64(foldAfter) && rerr == nil {
+		// A long log: fold a chunk of it here, so that it cannot grow
+		// without bound when nothing else folds. A failure is the next
+		// fold's to report.
+		_, _ = b.foldChunk(ctx)
+	}
 	return b.result(now, outs, v[2], v[3], ticks), rerr
 }
 
-// claimKeys are the claim's keys: the four the script names, then every
+// claimKeys are the claim's keys: the five the script names, then every
 // tick-record bucket and stream it touches, so that every key is declared
 // (Redis Cluster, and stores that refuse undeclared keys).
 func (b *Backend) claimKeys(ticks []onetick.Tick) []string {
-	keys := []string{b.leader, b.last, b.terms, b.paused}
+	keys := []string{b.leader, b.last, b.terms, b.paused, b.lg.log}
 	seen := make(map[string]bool, 8)
 	var lastB int64 = -1
 	for _, t := range ticks {

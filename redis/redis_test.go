@@ -35,6 +35,16 @@ func harness(t *testing.T, srv *redistest.Server) backendtest.Harness {
 			return true
 		},
 		Fix: func(t *testing.T, b onetick.Backend, d backendtest.Damage) { fix(t, b.(*redis.Backend), d) },
+		NewRetained: func(t *testing.T, r onetick.LedgerRetention) onetick.Backend {
+			if err := srv.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			b, err := redis.Open(srv.URL(), redis.Options{Ledger: r})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		},
 	}
 }
 

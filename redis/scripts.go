@@ -175,12 +175,14 @@ return {v, redis.call('PTTL', KEYS[1])}
 
 // claimScript claims a batch of ticks atomically.
 //
-// KEYS: leader, last-fired hash, terms, pause intervals. ARGV: token,
-// tolerance ms, epoch,
-// holder, tick-record key prefix, and the batch as MessagePack: an array of
-// 9 values per tick: job, slot (integer), tick id, payload, retention ms
+// KEYS: leader, last-fired hash, terms, pause intervals, the ledger's log.
+// ARGV: token, tolerance ms, epoch,
+// holder, tick-record key prefix, the batch, "1" when the run ledger is
+// kept. The batch is MessagePack: an array of
+// 10 values per tick: job, slot (integer), tick id, payload, retention ms
 // (integer), maxlen (decimal string), stream, out-of-order (bool), the
-// job's definition version ("" for none: no "version" field). Lua
+// job's definition version ("" for none: no "version" field), and its
+// ledger text (ledgerText; "" when the ledger is off). Lua
 // passes integer-valued numbers to Redis commands in full ("%.17g"), so
 // slots reach XADD and HSET as exact decimal strings. (Tick-record keys and
 // streams are not declared in KEYS, which single-server Redis allows; it is
@@ -213,11 +215,15 @@ return {v, redis.call('PTTL', KEYS[1])}
 // nothing. Records and moved last-fired slots are written at the end, only
 // for appended ticks.
 //
+// Each record written (claimed or paused, not a retry's) is noted in the
+// run ledger's log, with the tick's skipped ranges, in one entry.
+//
 // Returns {store time ms, outcomes as a string of digits, damages as a
-// flat list of (key, field, reason, kind, value), and for each broken tick
-// in order the number of its damage}, or {-1, key, reason, kind, value}
+// flat list of (key, field, reason, kind, value), for each broken tick
+// in order the number of its damage, the ledger log's length (0: nothing
+// appended, -1: the log holds another type)}, or {-1, key, reason, kind, value}
 // when the last-fired hash is damaged (nothing written).
-var claimScript = goredis.NewScript(luaPrelude + luaIntervals + `
+var claimScript = goredis.NewScript(luaPrelude + luaIntervals + luaLedger + `
 local token = ARGV[1]
 local cur = try('GET', KEYS[1])
 if cur ~= token then
@@ -242,6 +248,11 @@ local limit = now + tonumber(ARGV[2])
 local epoch, holder, prefix = ARGV[3], ARGV[4], ARGV[5]
 local d = cmsgpack.unpack(ARGV[6])
 local BUCKET = 60000
+-- The run ledger: one op per record written (claimed or paused), made
+-- of the tick's ledger text from the batch (ledgerText: the fields of an
+-- e or p op after its code, then the tick's skipped ranges).
+local ledger = ARGV[7] == '1'
+local lops, nlops = {}, 0
 
 -- Damages found, as key, field, reason, kind, value; each job, bucket
 -- or stream is reported once.
@@ -311,7 +322,7 @@ local function readRecords(bk)
   end
   bk.nf = 0
 end
-for i = 1, #d, 9 do
+for i = 1, #d, 10 do
   local job = d[i]
   if not seenJob[job] then
     seenJob[job] = true
@@ -359,7 +370,7 @@ local function broken(n)
   brk[nb] = n
   return '4'
 end
-for i = 1, #d, 9 do
+for i = 1, #d, 10 do
   local job, slot, id, stream = d[i], d[i + 1], d[i + 2], d[i + 6]
   local ooo = d[i + 7]
   local bk = tb[i]
@@ -379,6 +390,7 @@ for i = 1, #d, 9 do
     -- Paused: accounted for (last-fired moves) but not appended; the
     -- record lets a retry of this claim answer paused again.
     rec[id] = token .. '|p'
+    if ledger then nlops = nlops + 1; lops[nlops] = '1:p' .. d[i + 9] end
     local nn = bk.nn
     bk.new[nn + 1] = id
     bk.new[nn + 2] = token .. '|p'
@@ -420,6 +432,7 @@ for i = 1, #d, 9 do
     else
       wrote = true
       rec[id] = token
+      if ledger then nlops = nlops + 1; lops[nlops] = '1:e' .. d[i + 9] end
       local nn = bk.nn
       bk.new[nn + 1] = id
       bk.new[nn + 2] = token
@@ -470,7 +483,9 @@ for job, iv in pairs(piv) do
     if n == 0 then redis.call('HDEL', KEYS[4], job) else redis.call('HSET', KEYS[4], job, fmt_iv(kept)) end
   end
 end
-return {now, table.concat(out), dmg, brk}
+local llen = 0
+if ledger then llen = ledger_push(KEYS[5], now, epoch, holder, '', lops, nlops) end
+return {now, table.concat(out), dmg, brk, llen}
 `)
 
 // repairScript moves one damaged piece aside, only if it is still exactly

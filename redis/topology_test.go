@@ -23,6 +23,14 @@ func harnessFor(newClient func() goredis.UniversalClient, flush func(t *testing.
 		t.Cleanup(func() { _ = c.Close() })
 		return redis.New(c, opts)
 	}
+	h.NewRetained = func(t *testing.T, r onetick.LedgerRetention) onetick.Backend {
+		flush(t)
+		c := newClient()
+		t.Cleanup(func() { _ = c.Close() })
+		o := opts
+		o.Ledger = r
+		return redis.New(c, o)
+	}
 	return h
 }
 

@@ -41,6 +41,9 @@ type WorkerStore struct {
 	c     goredis.UniversalClient
 	group string
 	base  string
+	// ledger: the run ledger's log key, and "1" when the backend keeps a
+	// ledger (ledger.go).
+	ledger, ledgerOn string
 
 	mu       sync.Mutex
 	fetch    map[string]*fetchState // per consumer
@@ -63,7 +66,7 @@ func (b *Backend) WorkerStore(group string) *WorkerStore {
 		group = "onetick"
 	}
 	return &WorkerStore{c: b.c, group: group, base: b.opts.Prefix + ":worker:" + group + ":",
-		fetch: map[string]*fetchState{}}
+		ledger: b.lg.log, ledgerOn: b.ledgerFlag(), fetch: map[string]*fetchState{}}
 }
 
 func (s *WorkerStore) key(k string) string { return s.base + k }
@@ -277,10 +280,10 @@ func (s *WorkerStore) Begin(ctx context.Context, consumer string, hold time.Dura
 	if len(starts) == 0 {
 		return worker.BeginResult{}, nil
 	}
-	keys := make([]string, 0, 5+4*len(starts))
-	keys = append(keys, s.key("running"), s.key("last"), s.key("dead"), s.key("deadcount"), s.key("alive"))
-	args := make([]any, 0, 4+12*len(starts))
-	args = append(args, consumer, s.group, max(hold.Milliseconds(), 1), s.key("released"))
+	keys := make([]string, 0, 6+4*len(starts))
+	keys = append(keys, s.key("running"), s.key("last"), s.key("dead"), s.key("deadcount"), s.key("alive"), s.ledger)
+	args := make([]any, 0, 5+12*len(starts))
+	args = append(args, consumer, s.group, max(hold.Milliseconds(), 1), s.key("released"), s.ledgerOn)
 	for _, st := range starts {
 		d := st.D
 		keys = append(keys, d.Stream, s.doneKey(d.Slot), s.key(storekit.RunMarker(d.Job)), s.key("waiters:"+d.Job))
@@ -379,10 +382,10 @@ func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.F
 	if len(fs) == 0 {
 		return nil, nil
 	}
-	keys := make([]string, 0, 5+4*len(fs))
-	keys = append(keys, s.key("running"), s.key("last"), s.key("retries"), s.key("dead"), s.key("deadcount"))
-	args := make([]any, 0, 3+12*len(fs))
-	args = append(args, consumer, s.group, s.key("released"))
+	keys := make([]string, 0, 6+4*len(fs))
+	keys = append(keys, s.key("running"), s.key("last"), s.key("retries"), s.key("dead"), s.key("deadcount"), s.ledger)
+	args := make([]any, 0, 4+13*len(fs))
+	args = append(args, consumer, s.group, s.key("released"), s.ledgerOn)
 	for _, f := range fs {
 		d := f.D
 		keys = append(keys, d.Stream, s.doneKey(d.Slot), s.key(storekit.RunMarker(d.Job)), s.key("waiters:"+d.Job))
@@ -408,8 +411,16 @@ func (s *WorkerStore) Finish(ctx context.Context, consumer string, fs []worker.F
 		default:
 			return nil, fmt.Errorf("redis: unknown finish kind %d", f.Kind)
 		}
+		var ev string
+		if s.ledgerOn == "1" {
+			js, err := eventJSON(storekit.FinishEvent(consumer, f))
+			if err != nil {
+				return nil, err
+			}
+			ev = js
+		}
 		args = append(args, kind, d.ID, d.Job, d.Tick, int64(d.Slot), int64(d.Epoch), d.Replica, d.Payload,
-			d.Attempt, f.Err, num, member)
+			d.Attempt, f.Err, num, member, ev)
 	}
 	v, err := wFinishScript.Run(ctx, s.c, keys, args...).Text()
 	if err != nil {

@@ -148,7 +148,7 @@ func (s *WorkerStore) Replay(ctx context.Context, id string) (worker.DeadLetter,
 		return worker.DeadLetter{}, fmt.Errorf("%w: %s", worker.ErrDeadLetterNotFound, id)
 	}
 	dl := deadLetterOf(msgs[0])
-	v, err := wReplayScript.Run(ctx, s.c, []string{s.key("dead"), s.key("deadcount"), dl.Stream}, id, s.group).Result()
+	v, err := wReplayScript.Run(ctx, s.c, []string{s.key("dead"), s.key("deadcount"), dl.Stream, s.ledger}, id, s.group, s.ledgerOn).Result()
 	if err != nil {
 		return worker.DeadLetter{}, err
 	}

@@ -277,20 +277,29 @@ return 1
 // wBeginScript admits deliveries (see worker.Store.Begin), the overlap
 // decision by decide, as worker.DecideOverlap.
 //
-// KEYS: running, last, dead, dead counts, alive, then per start: stream,
-// done bucket, run marker, waiter places. ARGV: consumer, group, hold ms,
-// release channel, then per start 12 values: id, job, tick, overlap, max
+// KEYS: running, last, dead, dead counts, alive, the run ledger's log,
+// then per start: stream, done bucket, run marker, waiter places. ARGV:
+// consumer, group, hold ms, release channel, "1" when the run ledger is
+// kept (each decision but wait is noted there: started, skipped_done,
+// skipped_overlap, dead), then per start 12 values: id, job, tick, overlap, max
 // deliveries, slot, epoch, replica, payload, attempt, max waiting,
 // ordered (1 or 0). Returns {now, codes, delivery counts} with one code
 // per start: R run, W wait, D skipped done, S skipped overlap, X dead
 // (delivery limit), L not owned.
-var wBeginScript = goredis.NewScript(luaWorkerLib + `
+var wBeginScript = goredis.NewScript(luaWorkerLib + luaLedger + `
 local c, g, hold, channel = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local ledger = ARGV[5] == '1'
+local lops, nlops = {}, 0
+local function lnote(job, slot, tick, what, attempt, detail)
+  if not ledger then return end
+  nlops = nlops + 1
+  lops[nlops] = lop_n(job, slot, tick, what, attempt, detail)
+end
 local now = now_ms()
 local codes, counts = {}, {}
-local nitems = (#ARGV - 4) / 12
+local nitems = (#ARGV - 5) / 12
 for i = 1, nitems do
-  local a, k = 4 + (i - 1) * 12, 5 + (i - 1) * 4
+  local a, k = 5 + (i - 1) * 12, 6 + (i - 1) * 4
   local stream, done, run, waiters = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
   local id, job, tick, overlap, maxd = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], tonumber(ARGV[a + 5])
   local slot, maxw, ordered = tonumber(ARGV[a + 6]), tonumber(ARGV[a + 11]), ARGV[a + 12] == '1'
@@ -302,13 +311,15 @@ for i = 1, nitems do
   elseif redis.call('HEXISTS', done, tick) == 1 then
     redis.call('XACK', stream, g, id)
     release(run, waiters, tok, job, channel)
+    lnote(job, ARGV[a + 6], tick, 'skipped_done', ARGV[a + 10], '')
     code = 'D'
   elseif maxd > 0 and count > maxd then
+    local msg = 'delivery limit: delivered ' .. count .. ' times without a result (max_deliveries ' .. maxd .. ')'
     dead(KEYS[3], KEYS[4], KEYS[2], now, c, stream, id, job, tick, ARGV[a + 6], ARGV[a + 7], ARGV[a + 8],
-      ARGV[a + 9], ARGV[a + 10], count,
-      'delivery limit: delivered ' .. count .. ' times without a result (max_deliveries ' .. maxd .. ')')
+      ARGV[a + 9], ARGV[a + 10], count, msg)
     redis.call('XACK', stream, g, id)
     release(run, waiters, tok, job, channel)
+    lnote(job, ARGV[a + 6], tick, 'dead', ARGV[a + 10], msg)
     code = 'X'
   else
     local free, has, waiting, lowerw = true, false, 0, false
@@ -324,16 +335,19 @@ for i = 1, nitems do
         redis.call('ZREM', waiters, tok)
       end
       redis.call('ZADD', KEYS[1], now + hold, job .. '\n' .. tok)
+      lnote(job, ARGV[a + 6], tick, 'started', ARGV[a + 10], '')
     elseif code == 'W' then
       if not has then redis.call('ZADD', waiters, slot, tok) end
     else
       redis.call('XACK', stream, g, id)
       redis.call('HSET', KEYS[2], job, 'skipped_overlap|' .. now .. '|' .. tick)
+      lnote(job, ARGV[a + 6], tick, 'skipped_overlap', ARGV[a + 10], '')
     end
   end
   codes[i] = code
   counts[i] = count
 end
+if ledger then ledger_push(KEYS[6], now, '', '', c, lops, nlops) end
 return {now, table.concat(codes), counts}
 `)
 
@@ -378,25 +392,28 @@ return lost
 
 // wFinishScript settles deliveries (see worker.Store.Finish).
 //
-// KEYS: running, last, retries, dead, dead counts, then per finish:
-// stream, done bucket, run marker, waiter places. ARGV: consumer, group,
-// release channel, then per finish 12 values: kind (d done, r retry, x
-// dead, g give back), id, job, tick, slot, epoch, replica, payload,
-// attempt, error, retention or delay ms, retry member. Returns a string
-// with 1 (owned) or 0 per finish.
+// KEYS: running, last, retries, dead, dead counts, the run ledger's log,
+// then per finish: stream, done bucket, run marker, waiter places. ARGV:
+// consumer, group, release channel, "1" when the run ledger is kept, then
+// per finish 13 values: kind (d done, r retry, x dead, g give back), id,
+// job, tick, slot, epoch, replica, payload, attempt, error, retention or
+// delay ms, retry member, and the ledger event (JSON, noted for each owned
+// finish). Returns a string with 1 (owned) or 0 per finish.
 //
 // A done record is field tick of a bucket hash per minute of slots,
 // "<entry id>|<consumer>|<store ms>"; the bucket expires after its last
 // record's retention. A retry is a member of the retries sorted set,
 // scored by its due time; the member, built by the caller, is the JSON of
 // the next attempt's entry.
-var wFinishScript = goredis.NewScript(luaWorkerLib + `
+var wFinishScript = goredis.NewScript(luaWorkerLib + luaLedger + `
 local c, g, channel = ARGV[1], ARGV[2], ARGV[3]
+local ledger = ARGV[4] == '1'
+local lops, nlops = {}, 0
 local now = now_ms()
 local out = {}
-local nitems = (#ARGV - 3) / 12
+local nitems = (#ARGV - 4) / 13
 for i = 1, nitems do
-  local a, k = 3 + (i - 1) * 12, 5 + (i - 1) * 4
+  local a, k = 4 + (i - 1) * 13, 6 + (i - 1) * 4
   local stream, done, run, waiters = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4]
   local kind, id, job, tick = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
   local num = tonumber(ARGV[a + 11])
@@ -435,8 +452,13 @@ for i = 1, nitems do
       end
       redis.call('XACK', stream, g, id)
     end
+    if ledger then
+      nlops = nlops + 1
+      lops[nlops] = lop_r(job, ARGV[a + 5], tick, ARGV[a + 13])
+    end
   end
 end
+if ledger then ledger_push(KEYS[6], now, '', '', c, lops, nlops) end
 return table.concat(out)
 `)
 
@@ -481,10 +503,11 @@ return {n, next}
 `)
 
 // wReplayScript appends a dead letter's tick to its stream again, attempt
-// 1, for the group, and deletes the dead letter. KEYS: dead, dead counts,
-// the stream. ARGV: dead letter id, group. Returns 0 when there is no such
-// dead letter, else the new entry's id.
-var wReplayScript = goredis.NewScript(`
+// 1, for the group, and deletes the dead letter, noting "replayed" in the
+// run ledger. KEYS: dead, dead counts, the stream, the ledger's log. ARGV:
+// dead letter id, group, "1" when the run ledger is kept. Returns 0 when
+// there is no such dead letter, else the new entry's id.
+var wReplayScript = goredis.NewScript(luaPrelude + luaLedger + `
 local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
 if not e[1] then return 0 end
 local f, v = e[1][2], {}
@@ -494,6 +517,9 @@ local id = redis.call('XADD', KEYS[3], '*', 'job', v.job, 'slot', v.slot, 'tick'
   'replica', v.replica, 'payload', v.payload, 'attempt', '1', 'group', ARGV[2])
 redis.call('XDEL', KEYS[1], ARGV[1])
 redis.call('HINCRBY', KEYS[2], v.job, -1)
+if ARGV[3] == '1' then
+  ledger_push(KEYS[4], now_ms(), '', '', '', {lop_n(v.job, v.slot, v.tick, 'replayed', '0', '')}, 1)
+end
 return id
 `)
 

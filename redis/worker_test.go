@@ -177,11 +177,28 @@ func TestWorkerFetchUnblocks(t *testing.T) {
 
 // BenchmarkWorkerThroughput runs one worker with a no-op handler over
 // ticks claimed beforehand and reports ticks/s: each tick is fetched,
-// admitted, run and settled (done record and acknowledgement).
+// admitted, run and settled (done record and acknowledgement), with the
+// run ledger kept (its events appended to the log, the fold left to
+// later) and off.
 func BenchmarkWorkerThroughput(b *testing.B) {
 	srv := redistest.Start(b)
+	for _, off := range []bool{false, true} {
+		name := "ledger=on"
+		if off {
+			name = "ledger=off"
+		}
+		b.Run(name, func(b *testing.B) {
+			if err := srv.Flush(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			benchWorker(b, srv, onetick.LedgerRetention{Off: off})
+		})
+	}
+}
+
+func benchWorker(b *testing.B, srv *redistest.Server, ledger onetick.LedgerRetention) {
 	ctx := context.Background()
-	be, err := redis.Open(srv.URL(), redis.Options{})
+	be, err := redis.Open(srv.URL(), redis.Options{Ledger: ledger})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -23,5 +23,7 @@
 // keeps the same rules in Lua, for atomicity on the server; ClaimCases
 // and PauseCases are the one table of cases that the kit's tests and
 // each store's tests run, so the Lua and the kit cannot drift apart
-// unnoticed.
+// unnoticed. The run ledger's rules (Note) run in Go on every store: the
+// Redis scripts append events to a log that the store folds with Note,
+// and NoteCases holds that path to the same table of cases.
 package storekit

@@ -9,6 +9,7 @@ import (
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/internal/storekit"
+	"github.com/onetick/onetick/worker"
 )
 
 func TestNoteFates(t *testing.T) {
@@ -157,5 +158,22 @@ func TestJobs(t *testing.T) {
 	}
 	if got := storekit.Jobs(many); len(got) != 20 || got[0] != "0" || got[19] != "19" {
 		t.Fatalf("Jobs of 20 jobs = %v", got)
+	}
+}
+
+func TestNoteCases(t *testing.T) {
+	for _, c := range storekit.NoteCases() {
+		t.Run(c.Name, func(t *testing.T) {
+			r := storekit.RunOf(&worker.Delivery{Job: storekit.NoteCaseJob, Slot: storekit.NoteCaseSlot, Tick: storekit.NoteCaseTick})
+			at := time.UnixMilli(1_000_000)
+			for _, ev := range c.Events {
+				at = at.Add(time.Second)
+				ev.At = at
+				storekit.Note(&r, ev)
+			}
+			if err := c.Verify(r); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

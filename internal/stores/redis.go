@@ -18,12 +18,14 @@ const clientName = "onetick"
 
 // openRedis builds the client of the configured topology and checks that
 // Redis answers.
-func openRedis(ctx context.Context, f *config.File) (*Handle, error) {
+func openRedis(ctx context.Context, f *config.File, o Options) (*Handle, error) {
 	client, err := f.RedisClient(clientName)
 	if err != nil {
 		return nil, invalid(err)
 	}
-	b := otredis.New(client, f.BackendOptions())
+	opts := f.BackendOptions()
+	opts.Ledger = o.ledger
+	b := otredis.New(client, opts)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := b.Ping(pctx); err != nil {
@@ -38,6 +40,18 @@ func openRedis(ctx context.Context, f *config.File) (*Handle, error) {
 	h.describe = func(ctx context.Context) string { return describeRedis(ctx, f, client) }
 	h.announce = func(ctx context.Context, log *slog.Logger) {
 		log.Info("using Redis", "store", h.describe(ctx), "prefix", r.Prefix)
+	}
+	// The run ledger's log is folded into its records every second, so
+	// that it stays short between reads; a failure is logged when it
+	// changes, not every second.
+	h.upkeep = func(ctx context.Context) {
+		var last string
+		b.FoldPeriodically(ctx, time.Second, func(err error) {
+			if msg := err.Error(); msg != last {
+				last = msg
+				o.Logger.Warn("folding the run ledger failed; `onetick runs` shows the records folded so far", "err", err)
+			}
+		})
 	}
 	return h, nil
 }

@@ -134,7 +134,7 @@ func open(ctx context.Context, f *config.File, o Options) (*Handle, error) {
 	case f.Backend.Postgres != nil:
 		return openPostgres(ctx, f, o)
 	case f.Backend.Redis != nil:
-		return openRedis(ctx, f)
+		return openRedis(ctx, f, o)
 	case o.Memory:
 		return openMemory(o), nil
 	case o.Path != "":

@@ -52,21 +52,13 @@ func use(t *testing.T, h *Handle, kind Kind) {
 	if _, err := ws.Status(ctx, []string{"a"}); err != nil {
 		t.Fatalf("Status: %v", err)
 	}
-	// The embedded stores and PostgreSQL keep the run ledger; Redis does
-	// not yet, and says so naming the store.
+	// Every store keeps the run ledger.
 	lg, err := h.Ledger()
-	switch kind {
-	case Memory, File, Postgres:
-		if err != nil {
-			t.Fatalf("Ledger of the %s store: %v", kind, err)
-		}
-		if p, err := lg.Runs(ctx, onetick.RunQuery{Job: "a"}); err != nil || len(p.Runs) != 0 {
-			t.Fatalf("Runs of an empty ledger: %+v, %v", p, err)
-		}
-	default:
-		if err == nil || !strings.Contains(err.Error(), "the "+string(kind)+" store keeps no run ledger yet") {
-			t.Fatalf("Ledger of the %s store: %v, want it refused by name", kind, err)
-		}
+	if err != nil {
+		t.Fatalf("Ledger of the %s store: %v", kind, err)
+	}
+	if p, err := lg.Runs(ctx, onetick.RunQuery{Job: "a"}); err != nil || len(p.Runs) != 0 {
+		t.Fatalf("Runs of an empty ledger: %+v, %v", p, err)
 	}
 	if err := h.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -165,6 +157,60 @@ func TestRedis(t *testing.T) {
 	msg, err := Migrate(context.Background(), f, Options{})
 	if err != nil || !strings.Contains(msg, "Redis keeps no schema") {
 		t.Fatalf("Migrate: %q, %v", msg, err)
+	}
+}
+
+// The ledger section reaches Redis (off: the backend's reads refuse), and
+// the handle's upkeep folds the ledger's log while it runs.
+func TestRedisLedger(t *testing.T) {
+	prefix := fmt.Sprintf("ot_test_stores_ledger_%d_%d", os.Getpid(), time.Now().UnixNano())
+	t.Cleanup(func() { dropKeys(t, prefix) })
+	ctx := context.Background()
+	off := parse(t, "backend:\n  redis:\n    url: redis://127.0.0.1:6379/0\n    prefix: "+prefix+"\nledger: {off: true}\n")
+	h, err := Open(ctx, off, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Backend().(onetick.Ledger).Runs(ctx, onetick.RunQuery{Job: "a"}); !errors.Is(err, onetick.ErrLedgerOff) {
+		t.Fatalf("Runs of a Redis opened with ledger.off: %v", err)
+	}
+	_ = h.Close()
+
+	on := parse(t, "backend:\n  redis:\n    url: redis://127.0.0.1:6379/0\n    prefix: "+prefix+"\n")
+	if h, err = Open(ctx, on, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	b := h.Backend()
+	g, err := b.Acquire(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := onetick.SlotOf(time.Now().Add(-time.Minute))
+	if _, err := b.Claim(ctx, g.Lease, []onetick.Tick{{Job: "a", Slot: slot, Stream: prefix + ":s", Payload: "{}", Retention: time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	uctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); h.Upkeep(uctx) }()
+	defer func() { stop(); <-done }()
+	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
+	defer c.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		n, err := c.LLen(ctx, prefix+":ledger:log").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the upkeep left %d entries in the ledger's log", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n, err := c.HLen(ctx, prefix+":ledger").Result(); err != nil || n != 1 {
+		t.Fatalf("%d records, %v: want the claim's", n, err)
 	}
 }
 
