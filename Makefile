@@ -55,6 +55,7 @@ bench: deps
 	$(GO) test -run xxx -bench . -benchmem ./...
 	cd bench && $(GO) run . 
 	cd bench && $(GO) run . -only postgres
+	cd bench && $(GO) run . -only ledger
 
 # The fault-injection verification suite (real processes, real redis-server),
 # then the Sentinel and Cluster failover measurements of the test harness.
