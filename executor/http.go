@@ -26,7 +26,6 @@ const (
 	DefaultHTTPTimeout    = 30 * time.Second // the specification recommends 15 to 30 s
 	DefaultMaxBodySnippet = 512
 	maxBodySnippet        = 64 << 10
-	maxSecrets            = 16
 )
 
 // HTTPConfig configures an HTTP executor.
@@ -152,19 +151,8 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	case h.timeout == 0:
 		h.timeout = DefaultHTTPTimeout
 	}
-	switch {
-	case len(cfg.Secrets) == 0:
-		return nil, configErr("Secrets", "at least one secret is required (whsec_ followed by the base64 of 24 to 64 random bytes)")
-	case len(cfg.Secrets) > maxSecrets:
-		return nil, configErr("Secrets", "at most %d secrets", maxSecrets)
-	}
-	for i, s := range cfg.Secrets {
-		sec, err := webhook.ParseSecret(s)
-		if err != nil {
-			// The message describes the format only, never the value.
-			return nil, configErr(fmt.Sprintf("Secrets[%d]", i), "%v", err)
-		}
-		h.secrets = append(h.secrets, sec)
+	if h.secrets, err = webhook.ParseSecrets(cfg.Secrets); err != nil {
+		return nil, secretsErr("Secrets", err)
 	}
 	switch {
 	case h.snippet < 0 || h.snippet > maxBodySnippet:
@@ -172,15 +160,10 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	case h.snippet == 0:
 		h.snippet = DefaultMaxBodySnippet
 	}
-	client := http.Client{}
-	if cfg.Client != nil {
-		client = *cfg.Client
-	}
 	// Redirects are not followed: the spec counts a 3xx as a failure, and
 	// following one would send the signed body and the configured headers
 	// (credentials included) to wherever the receiver points.
-	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	h.client = &client
+	h.client = webhook.NoRedirects(cfg.Client)
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -446,4 +429,13 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// secretsErr names the secret a webhook.ParseSecrets error is about.
+func secretsErr(field string, err error) error {
+	var se *webhook.SecretsError
+	if errors.As(err, &se) && se.Index >= 0 {
+		field = fmt.Sprintf("%s[%d]", field, se.Index)
+	}
+	return configErr(field, "%v", err)
 }

@@ -44,7 +44,7 @@ import (
 const (
 	DefaultTimeout = 10 * time.Second
 	MaxTimeout     = 5 * time.Minute
-	MaxSecrets     = 16
+	MaxSecrets     = webhook.MaxSecrets
 	// drainLimit is how much of an answer is read so the connection can
 	// be reused.
 	drainLimit = 64 << 10
@@ -101,18 +101,13 @@ func New(cfg Config) (*Webhook, error) {
 		return nil, configErr("url", "has no host")
 	}
 	w := &Webhook{url: cfg.URL, safeURL: redact.URL(cfg.URL), timeout: cfg.Timeout, clock: cfg.Clock}
-	switch {
-	case len(cfg.Secrets) == 0:
-		return nil, configErr("secrets", "at least one secret is required (whsec_ followed by the base64 of 24 to 64 random bytes)")
-	case len(cfg.Secrets) > MaxSecrets:
-		return nil, configErr("secrets", "at most %d secrets", MaxSecrets)
-	}
-	for i, s := range cfg.Secrets {
-		sec, err := webhook.ParseSecret(s)
-		if err != nil {
-			return nil, configErr(fmt.Sprintf("secrets[%d]", i), "%v", err)
+	if w.secrets, err = webhook.ParseSecrets(cfg.Secrets); err != nil {
+		field := "secrets"
+		var se *webhook.SecretsError
+		if errors.As(err, &se) && se.Index >= 0 {
+			field = fmt.Sprintf("secrets[%d]", se.Index)
 		}
-		w.secrets = append(w.secrets, sec)
+		return nil, configErr(field, "%v", err)
 	}
 	switch {
 	case w.timeout < 0 || w.timeout > MaxTimeout:
@@ -120,12 +115,7 @@ func New(cfg Config) (*Webhook, error) {
 	case w.timeout == 0:
 		w.timeout = DefaultTimeout
 	}
-	client := http.Client{}
-	if cfg.Client != nil {
-		client = *cfg.Client
-	}
-	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	w.client = &client
+	w.client = webhook.NoRedirects(cfg.Client)
 	if w.clock == nil {
 		w.clock = clockwork.NewRealClock()
 	}

@@ -70,6 +70,56 @@ var (
 	ErrNoMatch = errors.New("webhook: no matching signature")
 )
 
+// MaxSecrets is how many secrets a sender signs with at once (the new
+// and the old while a receiver rotates, and a few more).
+const MaxSecrets = 16
+
+// SecretsError is ParseSecrets' error: Index is the secret at fault, -1
+// when the list itself is (empty, too long). Its text never shows a
+// secret.
+type SecretsError struct {
+	Index int
+	Err   error
+}
+
+func (e *SecretsError) Error() string { return e.Err.Error() }
+
+func (e *SecretsError) Unwrap() error { return e.Err }
+
+// ParseSecrets decodes a sender's secrets: at least one, at most
+// MaxSecrets, each as ParseSecret.
+func ParseSecrets(ss []string) ([]Secret, error) {
+	switch {
+	case len(ss) == 0:
+		return nil, &SecretsError{-1, fmt.Errorf("at least one secret is required (%s followed by the base64 of %d to %d random bytes)", SecretPrefix, MinSecretBytes, MaxSecretBytes)}
+	case len(ss) > MaxSecrets:
+		return nil, &SecretsError{-1, fmt.Errorf("at most %d secrets", MaxSecrets)}
+	}
+	out := make([]Secret, 0, len(ss))
+	for i, s := range ss {
+		sec, err := ParseSecret(s)
+		if err != nil {
+			// The message describes the format only, never the value.
+			return nil, &SecretsError{i, err}
+		}
+		out = append(out, sec)
+	}
+	return out, nil
+}
+
+// NoRedirects returns a copy of c (a new client when nil) that does not
+// follow redirects: a redirect would send the signed body, and any
+// credentials in the request's headers, wherever the receiver points.
+// The 3xx answer comes back as the response.
+func NoRedirects(c *http.Client) *http.Client {
+	client := http.Client{}
+	if c != nil {
+		client = *c
+	}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &client
+}
+
 // Secret is a decoded signing key. Its formatting methods never print the
 // key, so a Secret that ends up in a log line or an error leaks nothing.
 type Secret struct{ key []byte }
