@@ -68,6 +68,9 @@ type Job struct {
 	// Deadline is when each scheduled slot must have started and
 	// finished (zero: none); the leader's DeadlineWatcher judges it.
 	Deadline Deadline
+	// Relay, when set, hands the job's ticks to another queue instead of
+	// Stream (see Relay); the store must be a Relayer that can.
+	Relay *Relay
 }
 
 // Config configures a Scheduler.
@@ -155,6 +158,11 @@ func (c *Config) Validate() error {
 		}
 		if j.Deadline.Start < 0 || j.Deadline.Finish < 0 {
 			return configErr(f("deadline"), "must not be negative")
+		}
+		if j.Relay != nil {
+			if err := j.Relay.Validate(); err != nil {
+				return configErr(f("relay"), "%v", err)
+			}
 		}
 	}
 	return c.JobMetrics.validate(seen)
@@ -604,7 +612,7 @@ func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger, ticks []Tick) 
 	j.planTop = slots[len(slots)-1]
 	for i, sl := range slots {
 		t := Tick{Job: j.Name, Slot: sl, Stream: j.Stream, Payload: j.Payload,
-			Retention: j.retention, MaxLen: j.MaxLen, Version: j.Version}
+			Retention: j.retention, MaxLen: j.MaxLen, Version: j.Version, Relay: j.Relay}
 		if i == 0 && len(j.skips) > 0 {
 			t.Skipped = slices.Clone(j.skips)
 		}

@@ -214,6 +214,12 @@ type Tick struct {
 	// before this tick; a store that keeps a ledger records them in the
 	// claim that writes this tick (see SkipRange).
 	Skipped []SkipRange
+	// Relay, when set, is where the claim hands the tick instead of
+	// Stream (Job.Relay). A tick with a relay reaches only a store that
+	// said it can hand it (Relayer.CanRelay, checked when the scheduler
+	// starts); others must refuse it (Broken) rather than append it to
+	// Stream.
+	Relay *Relay
 }
 
 // ID is the tick's identity.
