@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -311,7 +312,31 @@ func New(cfg Config) (*Scheduler, error) {
 
 // Run takes part in the election and fires due ticks while leading, until
 // ctx is done. On return the lease is released.
-func (s *Scheduler) Run(ctx context.Context) error { return s.elector.Run(ctx) }
+func (s *Scheduler) Run(ctx context.Context) error {
+	if err := s.checkRelays(ctx); err != nil {
+		return err
+	}
+	return s.elector.Run(ctx)
+}
+
+// checkRelays refuses to start with a job whose relay the store cannot
+// hand ticks to: appending them to the job's stream instead would
+// quietly deliver them where no consumer of the relay looks.
+func (s *Scheduler) checkRelays(ctx context.Context) error {
+	for i, j := range s.cfg.Jobs {
+		if j.Relay == nil {
+			continue
+		}
+		r, ok := s.cfg.Backend.(Relayer)
+		if !ok {
+			return configErr(fmt.Sprintf("Jobs[%d].Relay", i), "job %s: this store cannot relay ticks to %s", j.Name, j.Relay.Kind)
+		}
+		if err := r.CanRelay(ctx, *j.Relay); err != nil {
+			return configErr(fmt.Sprintf("Jobs[%d].Relay", i), "job %s: %v", j.Name, err)
+		}
+	}
+	return nil
+}
 
 // Elector returns the scheduler's elector.
 func (s *Scheduler) Elector() *Elector { return s.elector }
