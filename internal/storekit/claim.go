@@ -35,6 +35,9 @@ type View struct {
 	Paused func(job string, s onetick.Slot) (bool, error)
 	// StreamDamage: the tick's stream cannot take an append (Broken).
 	StreamDamage *onetick.DamageError
+	// Relays is the relay kind the store hands in its claim ("" none):
+	// a tick with another relay is Broken (RelayRefused).
+	Relays string
 }
 
 // Decision is the claim's answer for one tick and what the store writes
@@ -66,8 +69,10 @@ type Decision struct {
 //  5. Duplicate: an in-order slot not after the job's last-fired slot.
 //  6. Paused: an in-order slot in a pause interval; it is recorded
 //     (PausedToken) and moves the last-fired slot, never appended.
-//  7. Broken: the stream cannot take the append.
-//  8. Claimed: recorded, appended, and, unless out of order, the job's
+//  7. Broken: the tick names a relay the store does not hand
+//     (RelayRefused), or the stream cannot take the append.
+//  8. Claimed: recorded, appended (or, for a relayed tick, handed to its
+//     relay in the same step), and, unless out of order, the job's
 //     last-fired slot moves.
 //
 // The only error is the one v.Paused returns.
@@ -99,6 +104,9 @@ func Decide(t onetick.Tick, token string, limit onetick.Slot, v View) (Decision,
 			// this claim answer paused again.
 			return Decision{Outcome: onetick.Paused, Record: PausedToken(token), Move: true}, nil
 		}
+	}
+	if d := RelayRefused(t, v.Relays); d != nil {
+		return broken(t, d), nil
 	}
 	if v.StreamDamage != nil {
 		return broken(t, v.StreamDamage), nil

@@ -21,12 +21,17 @@ type ManualBatch struct {
 	Kind string
 	// Token is the ticks' record, and the replica of their entries.
 	Token string
+	// Relay is the job's relay (its ticks'), nil for none; Relays is the
+	// relay kind the store hands ("" none), set by the store: a relay
+	// that is not the store's is Broken (RelayRefused).
+	Relay  *onetick.Relay
+	Relays string
 }
 
 // Manual checks that ticks (at least one) are the triggers or the
 // backfill of one job, enqueued by a.
 func Manual(ticks []onetick.Tick, a onetick.Actor) (ManualBatch, error) {
-	m := ManualBatch{Job: ticks[0].Job, Kind: kindOf(ticks[0]), Token: ManualToken(a.Who)}
+	m := ManualBatch{Job: ticks[0].Job, Kind: kindOf(ticks[0]), Token: ManualToken(a.Who), Relay: ticks[0].Relay}
 	for _, t := range ticks {
 		if t.Job != m.Job || kindOf(t) != m.Kind {
 			return ManualBatch{}, ErrMixedEnqueue
@@ -57,15 +62,19 @@ func (m ManualBatch) Slot(t onetick.Tick, now onetick.Slot) onetick.Slot {
 // Decide decides one tick enqueued at slot (see Slot): Early for a
 // backfilled slot after limit (the store's now plus the clock
 // tolerance), Duplicate when the tick has a record (seen), Broken when
-// its stream cannot take the append, otherwise Claimed: the store writes
+// the job's relay is not the store's or its stream cannot take the
+// append, otherwise Claimed: the store writes
 // the record (Token) and appends. Enqueue is not fenced and moves no
 // last-fired slot; pauses do not hold it.
 func (m ManualBatch) Decide(slot, limit onetick.Slot, seen bool, stream *onetick.DamageError) Decision {
+	refused := relayRefused(m.Job, m.Relay, m.Relays)
 	switch {
 	case !m.Trigger() && slot > limit:
 		return Decision{Outcome: onetick.Early}
 	case seen:
 		return Decision{Outcome: onetick.Duplicate}
+	case refused != nil:
+		return Decision{Outcome: onetick.Broken, Damage: refused}
 	case stream != nil:
 		c := *stream
 		c.Job = m.Job

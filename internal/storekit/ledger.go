@@ -47,6 +47,9 @@ func ClaimNotes(t onetick.Tick, id string, d Decision, l onetick.Lease, now time
 		what = onetick.EventPaused
 	}
 	n := ClaimNote{Fresh: NewRun(t, id, ""), Event: onetick.RunEvent{What: what, At: now, Epoch: l.Epoch, Replica: l.Holder}}
+	if what == onetick.EventEnqueued {
+		n.Event.Detail = RelayDetail(t)
+	}
 	for _, r := range t.Skipped {
 		n.Skipped = append(n.Skipped, SkippedRun(t.Job, r, l.Epoch, l.Holder, now))
 	}
