@@ -104,7 +104,7 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 			}
 			last, hasLast := st.last[t.Job]
 			d, _ := storekit.Decide(*t, token, limit, storekit.View{Seen: seen, Record: recTok, HasLast: hasLast,
-				Last: onetick.Slot(last), JobDamage: st.badPause[t.Job], Paused: paused})
+				Last: onetick.Slot(last), JobDamage: st.badPause[t.Job], Paused: paused, Relays: onetick.RelayRiver})
 			d.Answer(&res, i)
 			if d.Record == "" {
 				continue
@@ -218,19 +218,23 @@ func (b *Backend) writeTicks(ctx context.Context, tx pgx.Tx, plan []wtick, holde
 	now int64, jobs []string, cr *claimRuns) (written, error) {
 	n := len(plan)
 	var (
-		ids, jobsA, streams, payloads, kinds = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		versions                             = make([]string, n)
-		slots, keeps                         = make([]int64, n), make([]int64, n)
-		paused, ooo                          = make([]bool, n), make([]bool, n)
-		idx                                  = make([]int32, n)
+		ids, jobsA, payloads, kinds = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		versions                    = make([]string, n)
+		streams                     = make([]*string, n) // nil: relayed, not appended
+		slots, keeps                = make([]int64, n), make([]int64, n)
+		paused, ooo                 = make([]bool, n), make([]bool, n)
+		idx                         = make([]int32, n)
 	)
 	maxLen, appended := map[string]int64{}, map[string]int64{}
 	var trimOrder []string
 	appends := false
 	for i, w := range plan {
-		ids[i], jobsA[i], streams[i], payloads[i], kinds[i], versions[i] = w.id, w.t.Job, w.t.Stream, w.t.Payload, w.kind, w.t.Version
+		ids[i], jobsA[i], payloads[i], kinds[i], versions[i] = w.id, w.t.Job, w.t.Payload, w.kind, w.t.Version
 		slots[i], keeps[i], paused[i], ooo[i], idx[i] = w.slot, w.keep, w.paused, w.ooo, int32(i)
-		if !w.paused {
+		if w.t.Relay == nil {
+			streams[i] = &w.t.Stream
+		}
+		if !w.paused && w.t.Relay == nil {
 			appends = true
 			if _, ok := maxLen[w.t.Stream]; !ok {
 				trimOrder = append(trimOrder, w.t.Stream)
@@ -289,6 +293,9 @@ func (b *Backend) writeTicks(ctx context.Context, tx pgx.Tx, plan []wtick, holde
 	if err := cr.settle(ctx, b, tx, noted, now); err != nil {
 		return nil, err
 	}
+	if err := b.relayRiver(ctx, tx, plan, out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -306,7 +313,7 @@ const claimSQL = `WITH t AS (
 			RETURNING tick),
 		e AS (INSERT INTO {s}.entries (stream, ms, job, slot, tick, epoch, replica, payload, kind, version)
 			SELECT t.stream, $13, t.job, t.slot, t.tick, $12, $14, t.payload, t.kind, t.version FROM t JOIN r USING (tick)
-			WHERE NOT t.paused ORDER BY t.idx),
+			WHERE NOT t.paused AND t.stream IS NOT NULL ORDER BY t.idx),
 		lf AS (INSERT INTO {s}.last_fired AS f (job, slot)
 			SELECT t.job, max(t.slot) FROM t JOIN r USING (tick) WHERE NOT t.ooo GROUP BY t.job
 			ON CONFLICT (job) DO UPDATE SET slot = greatest(f.slot, excluded.slot))`

@@ -156,6 +156,7 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 	if err != nil {
 		return onetick.ClaimResult{}, fmt.Errorf("postgres: %w", err)
 	}
+	m.Relays = onetick.RelayRiver
 	var res onetick.ClaimResult
 	err = pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		var now, epoch int64

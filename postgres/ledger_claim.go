@@ -168,5 +168,5 @@ func (c *claimRuns) queueTrims(b *Backend, batch *pgx.Batch, now int64) {
 // record of its kind, enqueued by the actor's token, at the store's now.
 func enqueueNote(t onetick.Tick, id string, m storekit.ManualBatch, now time.Time) storekit.ClaimNote {
 	return storekit.ClaimNote{Fresh: storekit.NewRun(t, id, m.Kind),
-		Event: onetick.RunEvent{What: onetick.EventEnqueued, At: now, Replica: m.Token}}
+		Event: onetick.RunEvent{What: onetick.EventEnqueued, At: now, Replica: m.Token, Detail: storekit.RelayDetail(t)}}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/internal/redact"
@@ -43,6 +44,9 @@ type Options struct {
 	// Logger receives the listener connection's losses and returns;
 	// default: discarded.
 	Logger *slog.Logger
+	// RiverSchema is where River's tables are, for jobs relayed to River
+	// (relay.go); default "": the connection's search_path, as River's.
+	RiverSchema string
 }
 
 // Backend implements onetick.Backend on PostgreSQL.
@@ -54,6 +58,9 @@ type Backend struct {
 	qs    sync.Map
 
 	hub *hub
+
+	riverMu     sync.Mutex
+	riverClient *river.Client[pgx.Tx]
 }
 
 var _ onetick.Backend = (*Backend)(nil)
