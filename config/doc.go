@@ -123,6 +123,17 @@
 //	    deadline:                    # optional: each slot must have ...
 //	      start: 5m                  # ... started within this of its time (at least 1s) ...
 //	      finish: 1h                 # ... and succeeded within this (at least start); either may be left out
+//	    relay:                       # optional, instead of run: hand each tick to a queue you run (docs/relays.md)
+//	      river:                     # backend postgres: a River job inserted in the claim's transaction; or asynq
+//	        queue: reports           # default "default"
+//	        kind: report             # the River job's kind; default the job's name
+//	        max_attempts: 5          # River's max_attempts; default River's (25)
+//	      asynq:                     # backend redis: an asynq task written in the claim's script
+//	        queue: reports           # default "default"
+//	        type: report             # the task's type; default the job's name
+//	        max_retry: 4             # asynq's MaxRetry; or max_attempts (max_retry + 1), not both
+//	        max_attempts: 5
+//	        retention: 24h           # how long asynq keeps a done task's id; default the tick's retention
 //
 // The role, the worker section and a job's run block configure the
 // workers; the README's "Run your code once" shows them at work, and

@@ -35,6 +35,9 @@ type Job struct {
 	// Deadline is when each scheduled slot must have started and
 	// succeeded; nil: none.
 	Deadline *JobDeadline `yaml:"deadline,omitempty" json:",omitempty"`
+	// Relay hands the ticks to a queue you run instead of the stream
+	// (relay.go); nil: none. Exclusive with Run.
+	Relay *JobRelay `yaml:"relay,omitempty" json:",omitempty"`
 	// Line is the line of the job in the file (0 when unknown).
 	Line int `yaml:"-"`
 }
@@ -67,7 +70,7 @@ func (f *File) line(path string, def int) int {
 }
 
 // jobKeys are the fields of a job, in the order of File.jobKeyLines.
-var jobKeys = [...]string{"name", "schedule", "timezone", "prefer", "grace", "max_catchup", "stream", "max_len", "payload", "run", "deadline"}
+var jobKeys = [...]string{"name", "schedule", "timezone", "prefer", "grace", "max_catchup", "stream", "max_len", "payload", "run", "deadline", "relay"}
 
 func jobKeyIndex(key string) int {
 	for k, n := range jobKeys {
@@ -186,6 +189,11 @@ func (f *File) checkJobs(bad map[string]bool, keep []*cron.Schedule) Errors {
 				errs = append(errs, &Error{File: f.Path, Line: line, Field: disp() + "." + key, Msg: fmt.Sprintf(format, args...)})
 			})
 		}
+		if ok("relay") && j.Relay != nil {
+			f.checkRelay(i, j, func(line int, key, format string, args ...any) {
+				errs = append(errs, &Error{File: f.Path, Line: line, Field: disp() + "." + key, Msg: fmt.Sprintf(format, args...)})
+			})
+		}
 	}
 	return errs
 }
@@ -213,7 +221,7 @@ func (f *File) OneTickJobs() ([]onetick.Job, error) {
 		out = append(out, onetick.Job{
 			Name: j.Name, Schedule: s, Prefer: onetick.Prefer(j.Prefer), Grace: j.Grace.D(),
 			MaxCatchup: j.MaxCatchup, Stream: j.Stream, MaxLen: j.MaxLen, Payload: j.Payload,
-			Deadline: j.Deadline.Deadline(),
+			Deadline: j.Deadline.Deadline(), Relay: j.Relay.Relay(),
 		})
 	}
 	return out, nil
@@ -448,6 +456,11 @@ func (p *parser) job(i int, item *yaml.Node, bad map[string]bool) (Job, bool) {
 		var ok bool
 		j.Deadline, ok = p.jobDeadline(e, plain, disp)
 		fail("deadline", ok)
+	}
+	if e, ok := sec["relay"]; ok && !isNull(e.val) {
+		var ok bool
+		j.Relay, ok = p.jobRelay(e, plain, disp)
+		fail("relay", ok)
 	}
 	return j, true
 }

@@ -54,6 +54,9 @@ var keySections = []keySection{
 	{"jobs[].run", runKeys, reflect.TypeOf(Run{}), "jobs:\n  - name: a\n    run:\n      KEY: 1\n", "jobs[0] (a).run.KEY"},
 	{"jobs[].run.command", commandKeys, reflect.TypeOf(CommandRun{}), "jobs:\n  - name: a\n    run:\n      command:\n        KEY: 1\n", "jobs[0] (a).run.command.KEY"},
 	{"jobs[].deadline", jobDeadlineKeys, reflect.TypeOf(JobDeadline{}), "jobs:\n  - name: a\n    deadline:\n      KEY: 1\n", "jobs[0] (a).deadline.KEY"},
+	{"jobs[].relay", relayKeys, reflect.TypeOf(JobRelay{}), "jobs:\n  - name: a\n    relay:\n      KEY: 1\n", "jobs[0] (a).relay.KEY"},
+	{"jobs[].relay.river", riverRelayKeys, reflect.TypeOf(RiverRelay{}), "jobs:\n  - name: a\n    relay:\n      river:\n        KEY: 1\n", "jobs[0] (a).relay.river.KEY"},
+	{"jobs[].relay.asynq", asynqRelayKeys, reflect.TypeOf(AsynqRelay{}), "jobs:\n  - name: a\n    relay:\n      asynq:\n        KEY: 1\n", "jobs[0] (a).relay.asynq.KEY"},
 	{"jobs[].run.http", httpRunKeys, reflect.TypeOf(HTTPRun{}), "jobs:\n  - name: a\n    run:\n      http:\n        KEY: 1\n", "jobs[0] (a).run.http.KEY"},
 }
 
