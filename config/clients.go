@@ -69,5 +69,5 @@ func (f *File) PostgresOptions() postgres.Options {
 	if pg == nil {
 		return postgres.Options{}
 	}
-	return postgres.Options{Schema: pg.Schema, ClockTolerance: pg.ClockTolerance.D(), EntryRetention: pg.EntryRetention.D()}
+	return postgres.Options{Schema: pg.Schema, ClockTolerance: pg.ClockTolerance.D(), EntryRetention: pg.EntryRetention.D(), RiverSchema: pg.RiverSchema}
 }

@@ -39,6 +39,7 @@
 //	  postgres:                         # or PostgreSQL
 //	    url: postgres://onetick:${PGPASSWORD}@db:5432/app?sslmode=verify-full  # required; postgres:// or postgresql://
 //	    schema: onetick                 # onetick's tables; default onetick
+//	    river_schema: river             # where River's tables are, for relay: river; default the search_path
 //	    clock_tolerance: 100ms          # default 100ms
 //	    entry_retention: 0s             # delete stream entries older than this; default 0: kept
 //	lease:

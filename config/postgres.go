@@ -23,10 +23,13 @@ type Postgres struct {
 	// EntryRetention deletes stream entries older than this; default 0:
 	// kept (trim per job with max_len).
 	EntryRetention Duration `yaml:"entry_retention"`
+	// RiverSchema is where River's tables are, for jobs relayed to River;
+	// default "": the connection's search_path (usually public).
+	RiverSchema string `yaml:"river_schema"`
 }
 
 // postgresKeys are the keys of backend.postgres.
-var postgresKeys = []string{"url", "schema", "clock_tolerance", "entry_retention"}
+var postgresKeys = []string{"url", "schema", "clock_tolerance", "entry_retention", "river_schema"}
 
 func (p *parser) postgres(e entry) {
 	const path = "backend.postgres"
@@ -61,6 +64,14 @@ func (p *parser) postgres(e entry) {
 				p.errorf(x.line, path+".schema", "want lower-case letters, digits and _ (at most 40), starting with a letter or _, got %q", short(v))
 			}
 			pg.Schema = v
+		}
+	}
+	if x, ok := sec["river_schema"]; ok {
+		if v, ok := p.str(x, path+".river_schema"); ok && v != "" {
+			if !schemaName.MatchString(v) {
+				p.errorf(x.line, path+".river_schema", "want lower-case letters, digits and _ (at most 40), starting with a letter or _, got %q", short(v))
+			}
+			pg.RiverSchema = v
 		}
 	}
 	for _, k := range []struct {
