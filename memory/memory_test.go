@@ -99,3 +99,8 @@ func fix(_ *testing.T, ob onetick.Backend, d backendtest.Damage) {
 		b.FixStream(d.Stream)
 	}
 }
+
+func TestRelayRefused(t *testing.T) {
+	backendtest.RelayRefused(t, harness(), onetick.Relay{Kind: onetick.RelayRiver})
+	backendtest.RelayRefused(t, harness(), onetick.Relay{Kind: onetick.RelayAsynq})
+}

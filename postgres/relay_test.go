@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/backendtest"
 	"github.com/onetick/onetick/internal/pgtest"
 	"github.com/onetick/onetick/postgres"
 )
@@ -276,4 +277,8 @@ func TestRelayRiverRefusesWhatItDoesNotKnow(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "older than") {
 		t.Fatalf("CanRelay with an older River schema: %v", err)
 	}
+}
+
+func TestRelayAsynqRefusedOnPostgres(t *testing.T) {
+	backendtest.RelayRefused(t, harness(), onetick.Relay{Kind: onetick.RelayAsynq})
 }

@@ -149,3 +149,7 @@ func BenchmarkClaim(b *testing.B) {
 		}
 	}
 }
+
+func TestRelayRefused(t *testing.T) {
+	backendtest.RelayRefused(t, harness(), onetick.Relay{Kind: onetick.RelayRiver})
+}
