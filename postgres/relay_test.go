@@ -254,6 +254,16 @@ func TestRelayRiverTriggerAndBackfill(t *testing.T) {
 	if recs, err := r.b.ReadStream(ctx, "never", 0); err != nil || len(recs) != 0 {
 		t.Fatalf("the job's stream: %+v, %v; want nothing appended", recs, err)
 	}
+	// onetick's records gone (past their retention, say), the same
+	// backfill is claimed again: River's uniqueness by args makes the
+	// second insert a no-op.
+	execSQL(t, r.b, `DELETE FROM {s}.ticks`)
+	if res, err := r.b.Enqueue(ctx, back, who); err != nil || res.Outcomes[0] != onetick.Claimed {
+		t.Fatalf("backfill again: %+v, %v", res, err)
+	}
+	if n := r.jobsIn(t); n != 3 {
+		t.Fatalf("River holds %d jobs after a second insert of the same ticks, want 3", n)
+	}
 }
 
 func TestRelayRiverRefusesWhatItDoesNotKnow(t *testing.T) {
