@@ -160,6 +160,8 @@ var errCases = []errCase{
 		secret: "hunter2", want: []want{{3, "backend.redis.url", "unexpected option"}}},
 	{name: "a relay beside a run block", yaml: "jobs:\n  - name: a\n    schedule: '@hourly'\n    run: {command: [x]}\n    relay:\n      river: {queue: q}\n",
 		want: []want{{5, "jobs[0] (a).relay", "is exclusive with run:"}}},
+	{name: "a relay beside a deadline", yaml: "jobs:\n  - name: a\n    schedule: '@hourly'\n    deadline: {start: 1m}\n    relay:\n      river: {queue: q}\n",
+		want: []want{{5, "jobs[0] (a).relay", "is exclusive with deadline"}}},
 	{name: "two relays", yaml: "jobs:\n  - name: a\n    schedule: '@hourly'\n    relay:\n      river: {}\n      asynq: {}\n",
 		want: []want{{6, "jobs[0] (a).relay", "names two relays"}}},
 	{name: "an empty relay", yaml: "jobs:\n  - name: a\n    schedule: '@hourly'\n    relay: {}\n",

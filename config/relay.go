@@ -152,6 +152,8 @@ func (f *File) checkRelay(i int, j Job, add func(line int, key, format string, a
 		return
 	case j.Run != nil:
 		add(f.jobLine(i, "relay"), "relay", "is exclusive with run: a relayed job is run by the relay's own workers")
+	case j.Deadline != nil:
+		add(f.jobLine(i, "relay"), "relay", "is exclusive with deadline: the relay's workers do not report to onetick's ledger, so a deadline could only ever be missed")
 	}
 	if rv := r.River; rv != nil {
 		if rv.Queue != "" && (len(rv.Queue) > 128 || !riverQueue.MatchString(rv.Queue)) {
