@@ -122,6 +122,18 @@ jobs:
 		p.mu.Unlock()
 		t.Fatalf("scheduler_late_jobs %s, want 1 (unworked)", v)
 	}
+	// The job pages show the late slots, judged at the store's clock.
+	for _, j := range []string{"unworked", "gated"} {
+		resp, err := http.Get("http://" + addr + "/jobs/" + j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), `data-state="late"`) || !strings.Contains(string(body), "late today") {
+			t.Errorf("the page of %s: %d, no late slot\n%s", j, resp.StatusCode, body)
+		}
+	}
 	late := map[string]bool{}
 	for i := 0; len(late) < 2; i++ {
 		ev, at := p.waitEvent("job is late: it missed a deadline", i, 10*time.Second)
