@@ -75,7 +75,7 @@ jobs:
     deadline: {start: 1s}
   - name: gated
     schedule: "@every 1s"
-    deadline: {finish: 3s}
+    deadline: {finish: 5s}
     run:
       http: {url: %q, secrets: [%q]}
       timeout: 2m
