@@ -15,6 +15,9 @@
 //	<prefix>:jobs, :jobset:<set>, :jobs:version               run-time jobs
 //	<prefix>:ledger, :ledger:*                                the run ledger (ledger.go)
 //	<prefix>:worker:<group>:...                               the workers
+//	asynq:{<queue>}:t:<id>, asynq:{<queue>}:pending, asynq:queues
+//	                     asynq's task, pending list and queues, written for
+//	                     a job relayed to asynq (asynq.go, docs/relays.md)
 //
 // Streams use the key each job names. Every multi-key operation is one Lua
 // script that declares every key it touches, so it is atomic on one Redis

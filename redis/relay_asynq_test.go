@@ -246,12 +246,20 @@ func TestRelayAsynqScheduler(t *testing.T) {
 	}
 	stop := run("one")
 	sink.await(t, "5 slots processed", atLeast(5))
+	// A standby waits; the leader stops (its lease released); the
+	// standby takes over from the last-fired slot.
+	stop2 := run("two")
 	stop()
-	stop = run("two")
 	sink.mu.Lock()
 	had := len(sink.seen)
 	sink.mu.Unlock()
 	sink.await(t, "5 more slots under the second leader", atLeast(had+5))
+	stop = run("three") // and once more, a fresh replica beside it
+	stop2()
+	sink.mu.Lock()
+	had = len(sink.seen)
+	sink.mu.Unlock()
+	sink.await(t, "5 more slots under the third leader", atLeast(had+5))
 	stop()
 	// Every claimed tick reaches asynq: await the records onetick kept.
 	claimed := map[string]bool{}
