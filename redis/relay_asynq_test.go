@@ -399,3 +399,98 @@ func TestRelayAsynqCluster(t *testing.T) {
 		t.Errorf("CanRelay on Redis Cluster: %v", err)
 	}
 }
+
+// TestRelayAsynqWire: the TaskMessage the relay encodes by hand is byte
+// for byte the one asynq v0.26.0's own client writes for the same task.
+func TestRelayAsynqWire(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	b := relayBackend(t, srv)
+	for _, r := range []onetick.Relay{
+		{Kind: onetick.RelayAsynq},
+		{Kind: onetick.RelayAsynq, Queue: "q", Type: "x:y", MaxAttempts: 1, Retention: 1500 * time.Millisecond},
+		{Kind: onetick.RelayAsynq, Queue: "q", MaxAttempts: 40, Retention: 72 * time.Hour},
+	} {
+		tick := onetick.Tick{Job: "w", Slot: 1_700_000_000_000, Payload: `{"é":"\u0000"}`, Retention: 2 * time.Hour, Relay: &r}
+		queue, id, msg := redis.RelayTask(tick, "")
+		payload, err := json.Marshal(redis.RelayedTick{Job: "w", Slot: 1_700_000_000_000, Tick: id, Payload: tick.Payload})
+		if err != nil {
+			t.Fatal(err)
+		}
+		typ, retry, ret := r.Type, 25, r.Retention
+		if typ == "" {
+			typ = "w"
+		}
+		if r.MaxAttempts > 0 {
+			retry = r.MaxAttempts - 1
+		}
+		if ret == 0 {
+			ret = tick.Retention
+		}
+		if ret%time.Second != 0 {
+			ret = ret.Truncate(time.Second) + time.Second
+		}
+		cl := asynq.NewClientFromRedisClient(b.Client())
+		if _, err := cl.EnqueueContext(ctx, asynq.NewTask(typ, payload), asynq.Queue(queue), asynq.TaskID(id),
+			asynq.MaxRetry(retry), asynq.Retention(ret)); err != nil {
+			t.Fatal(err)
+		}
+		theirs, err := b.Client().HGet(ctx, "asynq:{"+queue+"}:t:"+id, "msg").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if theirs != string(msg) {
+			t.Errorf("relay %+v: msg\n ours   %x\n asynq's %x", r, msg, theirs)
+		}
+		if err := b.Client().FlushDB(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRelayAsynqRestart: Redis restarted (AOF, fsync always) between a
+// claim and its retry, and a new leader's claim of the same slot: asynq
+// has the task once, and processes it once.
+func TestRelayAsynqRestart(t *testing.T) {
+	srv := redistest.Start(t, redistest.AppendOnly())
+	ctx := context.Background()
+	b := relayBackend(t, srv)
+	relay := &onetick.Relay{Kind: onetick.RelayAsynq, Queue: "r"}
+	now, err := b.Time(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := onetick.Slot(now.UnixMilli()/1000*1000 - 1000)
+	ticks := []onetick.Tick{{Job: "j", Slot: slot, Stream: "s", Retention: time.Hour, Relay: relay}}
+	a, err := b.Acquire(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := b.Claim(ctx, a.Lease, ticks); err != nil || res.Outcomes[0] != onetick.Claimed {
+		t.Fatalf("claim: %v %v", res.Outcomes, err)
+	}
+	srv.Restart()
+	// The client reconnects; the lease, the record and the task survived.
+	if res, err := b.Claim(ctx, a.Lease, ticks); err != nil || res.Outcomes[0] != onetick.Claimed {
+		t.Fatalf("retried claim after the restart: %v %v", res.Outcomes, err)
+	}
+	if err := b.Release(ctx, a.Lease); err != nil {
+		t.Fatal(err)
+	}
+	bl, err := b.Acquire(ctx, "b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := append(ticks, onetick.Tick{Job: "j", Slot: slot + 1000, Stream: "s", Retention: time.Hour, Relay: relay})
+	res, err := b.Claim(ctx, bl.Lease, next)
+	if err != nil || res.Outcomes[0] != onetick.Duplicate || res.Outcomes[1] != onetick.Claimed {
+		t.Fatalf("new leader's claim: %v %v", res.Outcomes, err)
+	}
+	if n := llen(t, b.Client(), "asynq:{r}:pending"); n != 2 {
+		t.Fatalf("%d tasks pending, want 2", n)
+	}
+	sink := startAsynq(t, srv, "r", "j")
+	sink.await(t, "both slots processed", func(seen map[string]int, _ []redis.RelayedTick) bool { return len(seen) == 2 })
+	sink.stop()
+	sink.twice(t)
+}
