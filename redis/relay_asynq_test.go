@@ -494,3 +494,52 @@ func TestRelayAsynqRestart(t *testing.T) {
 	sink.stop()
 	sink.twice(t)
 }
+
+// TestRelayAsynqBroken: a tick whose relay this store cannot write (River)
+// and a relayed tick whose asynq pending list holds another type are
+// Broken, with the reason, and nothing is appended or pushed.
+func TestRelayAsynqBroken(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	b := relayBackend(t, srv)
+	rc := b.Client()
+	if err := rc.Set(ctx, "asynq:{bad}:pending", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	now, err := b.Time(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := onetick.Slot(now.UnixMilli()/1000*1000 - 1000)
+	ticks := []onetick.Tick{
+		{Job: "river", Slot: slot, Stream: "s", Retention: time.Hour, Relay: &onetick.Relay{Kind: onetick.RelayRiver}},
+		{Job: "bad", Slot: slot, Stream: "s", Retention: time.Hour, Relay: &onetick.Relay{Kind: onetick.RelayAsynq, Queue: "bad"}},
+		{Job: "ok", Slot: slot, Stream: "s", Retention: time.Hour, Relay: &onetick.Relay{Kind: onetick.RelayAsynq, Queue: "ok"}},
+	}
+	a, err := b.Acquire(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Claim(ctx, a.Lease, ticks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcomes[0] != onetick.Broken || !strings.Contains(res.Damaged[0].Reason, "relays only to asynq") {
+		t.Errorf("river tick: %v %v", res.Outcomes[0], res.Damaged[0])
+	}
+	if res.Outcomes[1] != onetick.Broken || res.Damaged[1].Key != "asynq:{bad}:pending" || res.Damaged[1].Repairable {
+		t.Errorf("tick with a damaged pending list: %v %+v", res.Outcomes[1], res.Damaged[1])
+	}
+	if res.Outcomes[2] != onetick.Claimed || llen(t, rc, "asynq:{ok}:pending") != 1 {
+		t.Errorf("the good tick: %v", res.Outcomes[2])
+	}
+	if n, _ := rc.XLen(ctx, "s").Result(); n != 0 {
+		t.Errorf("%d entries appended to the stream", n)
+	}
+	// The same through Enqueue (a backfill).
+	bres, err := b.Enqueue(ctx, []onetick.Tick{{Job: "bad", Slot: slot - 60000, Stream: "s", Retention: time.Hour,
+		Relay: &onetick.Relay{Kind: onetick.RelayAsynq, Queue: "bad"}}}, onetick.Actor{Who: "t"})
+	if err != nil || bres.Outcomes[0] != onetick.Broken || bres.Damaged[0].Key != "asynq:{bad}:pending" {
+		t.Errorf("backfill with a damaged pending list: %v %v", bres.Outcomes, err)
+	}
+}

@@ -209,7 +209,8 @@ return {v, redis.call('PTTL', KEYS[1])}
 // slot is damaged; 2 (duplicate) when an in-order tick's slot is not after
 // the job's last-fired slot, or its tick record exists, unless this same
 // term wrote the record, which makes a retried claim answer 1 without
-// appending again; 5 (paused) when an in-order tick's slot falls in one of
+// appending again; for a relayed tick (asynq.go), 2 also when asynq
+// holds its task id already; 5 (paused) when an in-order tick's slot falls in one of
 // its job's pause intervals: its last-fired slot moves, nothing is
 // appended; otherwise the entry is appended and the answer is 1. An
 // append that fails (its stream holds another type) makes that tick 4 and
