@@ -224,8 +224,8 @@ func TestRelayAsynqScheduler(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink := startAsynq(t, srv, onetick.DefaultRelayQueue, "report")
-	run := func(replica string) (stop func()) {
-		s, err := onetick.New(onetick.Config{Backend: b, Replica: replica, Lease: onetick.LeaseConfig{TTL: 3 * time.Second},
+	run := func(replica string, b *redis.Backend) (stop func()) {
+		s, err := onetick.New(onetick.Config{Backend: b, Replica: replica, Lease: onetick.LeaseConfig{TTL: 2 * time.Second},
 			Jobs: []onetick.Job{{Name: "report", Schedule: every, Payload: `{"r":1}`,
 				Relay: &onetick.Relay{Kind: onetick.RelayAsynq}}}})
 		if err != nil {
@@ -236,7 +236,7 @@ func TestRelayAsynqScheduler(t *testing.T) {
 		go func() { done <- s.Run(rctx) }()
 		return func() {
 			cancel()
-			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) && replica != "killed" {
 				t.Errorf("run %s: %v", replica, err)
 			}
 		}
@@ -244,22 +244,34 @@ func TestRelayAsynqScheduler(t *testing.T) {
 	atLeast := func(n int) func(map[string]int, []redis.RelayedTick) bool {
 		return func(seen map[string]int, _ []redis.RelayedTick) bool { return len(seen) >= n }
 	}
-	stop := run("one")
+	more := func(what string) {
+		t.Helper()
+		sink.mu.Lock()
+		had := len(sink.seen)
+		sink.mu.Unlock()
+		sink.await(t, what, atLeast(had+5))
+	}
+	stop := run("one", b)
 	sink.await(t, "5 slots processed", atLeast(5))
 	// A standby waits; the leader stops (its lease released); the
 	// standby takes over from the last-fired slot.
-	stop2 := run("two")
+	stop2 := run("two", b)
 	stop()
-	sink.mu.Lock()
-	had := len(sink.seen)
-	sink.mu.Unlock()
-	sink.await(t, "5 more slots under the second leader", atLeast(had+5))
-	stop = run("three") // and once more, a fresh replica beside it
+	more("5 more slots under the second leader")
+	// A leader on its own connection, killed: the connection closed, so
+	// it neither renews nor releases; the standby takes over when the
+	// lease expires.
+	bk, err := redis.Open(srv.URL(), redis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopKilled := run("killed", bk)
 	stop2()
-	sink.mu.Lock()
-	had = len(sink.seen)
-	sink.mu.Unlock()
-	sink.await(t, "5 more slots under the third leader", atLeast(had+5))
+	more("5 more slots under the leader to be killed")
+	stop = run("four", b)
+	_ = bk.Close()
+	more("5 more slots under the leader after the kill")
+	stopKilled()
 	stop()
 	// Every claimed tick reaches asynq: await the records onetick kept.
 	claimed := map[string]bool{}
