@@ -163,15 +163,22 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 		return onetick.ClaimResult{}, fmt.Errorf("redis: %w", err)
 	}
 	keys := []string{b.log, b.epoch}
+	var relayed []string // asynq's task keys and asynq:queues, declared after the pairs
 	var p packer
 	p.b = make([]byte, 0, 128*len(ticks))
-	p.array(7 * len(ticks))
+	p.array(8 * len(ticks))
 	for _, t := range ticks {
 		rkey := b.opts.Prefix + ":ticks:" + strconv.FormatInt(int64(t.Slot)/60000, 10)
 		if m.Trigger() {
 			rkey = b.opts.Prefix + ":trigger:" + t.ID()
 		}
-		keys = append(keys, rkey, t.Stream)
+		if t.Relay != nil && t.Relay.Kind == onetick.RelayAsynq {
+			ak := asynqRelayKeys(*t.Relay, t.ID())
+			keys = append(keys, rkey, ak[1])
+			relayed = append(relayed, ak[0], ak[2])
+		} else {
+			keys = append(keys, rkey, t.Stream)
+		}
 		p.str(t.ID())
 		p.uint(uint64(max(t.Slot, 0)))
 		p.str(t.Payload)
@@ -179,7 +186,9 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 		p.int(t.MaxLen)
 		p.str(m.Kind)
 		p.str(t.Version)
+		p.relay(t, m.Kind)
 	}
+	keys = append(keys, relayed...)
 	keys = append(keys, b.lg.log)
 	v, err := enqueueScript.Run(ctx, b.c, keys, a.Who, a.Reason, b.opts.ClockTolerance.Milliseconds(), m.Kind, m.Job,
 		m.Detail(ticks), p.b, b.ledgerFlag()).Slice()

@@ -114,11 +114,15 @@ return {1, fmt_iv(iv), now, v}
 // enqueueScript appends manual ticks of one job outside the election.
 //
 // KEYS: control log, epoch, then per tick its record key (a trigger's own
-// key, or the tick-record bucket of a backfilled slot) and its stream,
-// then the run ledger's log. ARGV: who, reason, tolerance ms, action, job,
+// key, or the tick-record bucket of a backfilled slot) and its stream
+// (for a relayed tick, asynq's pending list), then the relayed ticks'
+// other asynq keys, then the run ledger's log. ARGV: who, reason, tolerance ms, action, job,
 // detail, the ticks as MessagePack: 7 values per tick: tick id, slot
 // (ignored for a trigger: the store's now), payload, retention ms, maxlen
-// (decimal string), kind, definition version ("" for none); and "1" when
+// (decimal string), kind, definition version ("" for none), relay (as in
+// the claim: packer.relay; a relayed tick is written as asynq's task
+// instead of appended, and a task id asynq holds already makes it a
+// duplicate); and "1" when
 // the run ledger is kept (each appended tick is noted there, enqueued by
 // the actor).
 //
@@ -130,7 +134,7 @@ return {1, fmt_iv(iv), now, v}
 // its stream holds another type), 1 appended. Returns {now, outcomes,
 // damages (key, field, reason, kind, value), broken tick -> damage,
 // epoch}.
-var enqueueScript = goredis.NewScript(luaPrelude + luaLedger + `
+var enqueueScript = goredis.NewScript(luaPrelude + luaLedger + luaAsynq + `
 local now = now_ms()
 local who, reason, tol, action, job, detail = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
 local d = cmsgpack.unpack(ARGV[7])
@@ -146,11 +150,11 @@ local function damage(key, reason, kind)
   ndmg = ndmg + 5
   return ndmg / 5
 end
-local nt = #d / 7
+local nt = #d / 8
 local state = {}   -- per tick: false (to append), or an outcome
 local bad = {}     -- per tick: damage number
 for i = 1, nt do
-  local k = i * 7 - 6
+  local k = i * 8 - 7
   local rkey = KEYS[1 + 2 * i]
   local kind = d[k + 5]
   local slot = d[k + 1]
@@ -175,9 +179,28 @@ local out, brk, nb, n = {}, {}, 0, 0
 local wrote = false
 local token = 'manual|' .. who
 for i = 1, nt do
-  local k = i * 7 - 6
+  local k = i * 8 - 7
   local res = state[i]
   local stream = KEYS[2 + 2 * i]
+  local rl = d[k + 7]
+  local ok, err
+  if res == false and type(rl) == 'string' and rl ~= '' then
+    -- A relay this store cannot write: refused, not appended.
+    bad[i] = damage(stream, rl, 'value')
+    res = '4'
+  elseif res == false and rl ~= '' then
+    local st, bk, why = asynq_check(rl)
+    if st == 'dup' then
+      res = '2'
+    elseif st == 'bad' then
+      bad[i] = damage(bk, why, 'type')
+      res = '4'
+    else
+      err = asynq_write(rl, now)
+      if err then return redis.error_reply(err) end
+      ok = true
+    end
+  end
   if res == false then
     local args = {'XADD', stream}
     if d[k + 4] ~= '0' then args = {'XADD', stream, 'MAXLEN', '~', d[k + 4]} end
@@ -185,7 +208,7 @@ for i = 1, nt do
       'payload', d[k + 2], 'kind', d[k + 5]}
     if d[k + 6] ~= '' then fields[#fields + 1], fields[#fields + 2] = 'version', d[k + 6] end
     for _, f in ipairs(fields) do args[#args + 1] = f end
-    local ok, err = try(unpack(args))
+    if rl == '' then ok, err = try(unpack(args)) end
     if err then
       if not wrote and string.sub(err, 1, 9) ~= 'WRONGTYPE' then return redis.error_reply(err) end
       bad[i] = damage(stream, wrongtype(stream, 'a stream'), 'type')

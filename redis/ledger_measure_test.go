@@ -1,9 +1,13 @@
+//go:build verify
+
+// Measurements, not checks: behind the verify tag so make test does not
+// run them (go test -tags verify -run Ledger -v ./redis/).
+
 package redis_test
 
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,11 +22,8 @@ import (
 // TestLedgerMeasureBytes measures what the ledger's records take in
 // Redis (MEMORY USAGE of its keys, every element sampled), 10 jobs of
 // 1,000 records each, with 1, 3 and 8 events a record: the figures of
-// docs/ledger.md. Run it with ONETICK_LEDGER_MEASURE=1 and -v.
+// docs/ledger.md. Run it with `go test -tags verify -run LedgerMeasure -v ./redis/`.
 func TestLedgerMeasureBytes(t *testing.T) {
-	if os.Getenv("ONETICK_LEDGER_MEASURE") == "" {
-		t.Skip("a measurement: set ONETICK_LEDGER_MEASURE=1")
-	}
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	const jobs, per = 10, 1000
@@ -88,11 +89,8 @@ func TestLedgerMeasureBytes(t *testing.T) {
 // that alternate, each 1,000 claims of 100 ticks (100 jobs): Redis's own
 // time in the claim script (INFO commandstats) and the wall time; then
 // the fold of the round's log. Medians of the rounds, for docs/ledger.md.
-// Run it with ONETICK_LEDGER_MEASURE=1 and -v.
+// Run it with `go test -tags verify -run LedgerMeasure -v ./redis/`.
 func TestLedgerMeasureClaims(t *testing.T) {
-	if os.Getenv("ONETICK_LEDGER_MEASURE") == "" {
-		t.Skip("a measurement: set ONETICK_LEDGER_MEASURE=1")
-	}
 	defer redis.SetFoldAfter(1 << 40)()
 	srv := redistest.Start(t)
 	ctx := context.Background()
@@ -179,11 +177,8 @@ func TestLedgerMeasureClaims(t *testing.T) {
 // TestLedgerMeasureRuns times `onetick runs` over a job of 100,000
 // records (max_per_job 100,000): the first page, a page deep in the
 // ledger (by its cursor), and a fate filter that matches nothing (every
-// record read). Run it with ONETICK_LEDGER_MEASURE=1 and -v.
+// record read). Run it with `go test -tags verify -run LedgerMeasure -v ./redis/`.
 func TestLedgerMeasureRuns(t *testing.T) {
-	if os.Getenv("ONETICK_LEDGER_MEASURE") == "" {
-		t.Skip("a measurement: set ONETICK_LEDGER_MEASURE=1")
-	}
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	const records = 100_000

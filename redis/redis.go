@@ -15,6 +15,9 @@
 //	<prefix>:jobs, :jobset:<set>, :jobs:version               run-time jobs
 //	<prefix>:ledger, :ledger:*                                the run ledger (ledger.go)
 //	<prefix>:worker:<group>:...                               the workers
+//	asynq:{<queue>}:t:<id>, asynq:{<queue>}:pending, asynq:queues
+//	                     asynq's task, pending list and queues, written for
+//	                     a job relayed to asynq (asynq.go, docs/relays.md)
 //
 // Streams use the key each job names. Every multi-key operation is one Lua
 // script that declares every key it touches, so it is atomic on one Redis
@@ -332,7 +335,7 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 	// Even an empty claim runs the script: it is fenced like any other.
 	var p packer
 	p.b = make([]byte, 0, 128*len(ticks))
-	p.array(10 * len(ticks))
+	p.array(11 * len(ticks))
 	for _, t := range ticks {
 		p.str(t.Job)
 		p.uint(uint64(max(t.Slot, 0)))
@@ -348,6 +351,7 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 		} else {
 			p.str("")
 		}
+		p.relay(t, "")
 	}
 	cmd, rerr := b.write(ctx, claimScript, b.claimKeys(ticks),
 		l.Token(), b.opts.ClockTolerance.Milliseconds(), int64(l.Epoch), l.Holder, b.opts.Prefix+":ticks:", p.b, b.ledgerFlag())
@@ -390,6 +394,15 @@ func (b *Backend) claimKeys(ticks []onetick.Tick) []string {
 				seen[k] = true
 				keys = append(keys, k)
 			}
+		}
+		if t.Relay != nil && t.Relay.Kind == onetick.RelayAsynq {
+			for _, k := range asynqRelayKeys(*t.Relay, t.ID()) {
+				if !seen[k] {
+					seen[k] = true
+					keys = append(keys, k)
+				}
+			}
+			continue
 		}
 		if !seen[t.Stream] {
 			seen[t.Stream] = true

@@ -179,10 +179,13 @@ return {v, redis.call('PTTL', KEYS[1])}
 // ARGV: token, tolerance ms, epoch,
 // holder, tick-record key prefix, the batch, "1" when the run ledger is
 // kept. The batch is MessagePack: an array of
-// 10 values per tick: job, slot (integer), tick id, payload, retention ms
+// 11 values per tick: job, slot (integer), tick id, payload, retention ms
 // (integer), maxlen (decimal string), stream, out-of-order (bool), the
-// job's definition version ("" for none: no "version" field), and its
-// ledger text (ledgerText; "" when the ledger is off). Lua
+// job's definition version ("" for none: no "version" field), its
+// ledger text (ledgerText; "" when the ledger is off), and its relay
+// (packer.relay: "" for none, {queue, task id, msg} for asynq, whose
+// task is then written instead of the XADD; a non-empty string: a relay
+// this store cannot write, so the tick is Broken). Lua
 // passes integer-valued numbers to Redis commands in full ("%.17g"), so
 // slots reach XADD and HSET as exact decimal strings. (Tick-record keys and
 // streams are not declared in KEYS, which single-server Redis allows; it is
@@ -206,7 +209,8 @@ return {v, redis.call('PTTL', KEYS[1])}
 // slot is damaged; 2 (duplicate) when an in-order tick's slot is not after
 // the job's last-fired slot, or its tick record exists, unless this same
 // term wrote the record, which makes a retried claim answer 1 without
-// appending again; 5 (paused) when an in-order tick's slot falls in one of
+// appending again; for a relayed tick (asynq.go), 2 also when asynq
+// holds its task id already; 5 (paused) when an in-order tick's slot falls in one of
 // its job's pause intervals: its last-fired slot moves, nothing is
 // appended; otherwise the entry is appended and the answer is 1. An
 // append that fails (its stream holds another type) makes that tick 4 and
@@ -223,7 +227,7 @@ return {v, redis.call('PTTL', KEYS[1])}
 // in order the number of its damage, the ledger log's length (0: nothing
 // appended, -1: the log holds another type)}, or {-1, key, reason, kind, value}
 // when the last-fired hash is damaged (nothing written).
-var claimScript = goredis.NewScript(luaPrelude + luaIntervals + luaLedger + `
+var claimScript = goredis.NewScript(luaPrelude + luaIntervals + luaLedger + luaAsynq + `
 local token = ARGV[1]
 local cur = try('GET', KEYS[1])
 if cur ~= token then
@@ -322,7 +326,7 @@ local function readRecords(bk)
   end
   bk.nf = 0
 end
-for i = 1, #d, 10 do
+for i = 1, #d, 11 do
   local job = d[i]
   if not seenJob[job] then
     seenJob[job] = true
@@ -370,7 +374,7 @@ local function broken(n)
   brk[nb] = n
   return '4'
 end
-for i = 1, #d, 10 do
+for i = 1, #d, 11 do
   local job, slot, id, stream = d[i], d[i + 1], d[i + 2], d[i + 6]
   local ooo = d[i + 7]
   local bk = tb[i]
@@ -400,12 +404,28 @@ for i = 1, #d, 10 do
     moved[nm + 2] = slot
     nm = nm + 2
     res = '5'
-  elseif streamBad[stream] then
+  elseif type(d[i + 10]) == 'string' and d[i + 10] ~= '' then
+    -- A relay this store cannot write: refused, not appended to the stream.
+    res = broken(damage(stream, '', d[i + 10], 'value', ''))
+  elseif d[i + 10] == '' and streamBad[stream] then
     res = broken(streamBad[stream])
   else
-    local ok, err
+    local ok, err, dup, badn
     local ver = d[i + 8]
-    if d[i + 5] ~= '0' then
+    local rl = d[i + 10]
+    if rl ~= '' then
+      -- Relayed to asynq (asynq.go) instead of the stream.
+      local st, k, why = asynq_check(rl)
+      if st == 'dup' then
+        dup = true
+      elseif st == 'bad' then
+        streamBad[k] = streamBad[k] or damage(k, '', why, 'type', '')
+        badn, err = streamBad[k], 'BAD'
+      else
+        err = asynq_write(rl, now)
+        if err then return redis.error_reply(err) end
+      end
+    elseif d[i + 5] ~= '0' then
       if ver == '' then
         ok, err = try('XADD', stream, 'MAXLEN', '~', d[i + 5], '*', 'job', job, 'slot', slot,
           'tick', id, 'epoch', epoch, 'replica', holder, 'payload', d[i + 3])
@@ -420,7 +440,12 @@ for i = 1, #d, 10 do
       ok, err = try('XADD', stream, '*', 'job', job, 'slot', slot,
         'tick', id, 'epoch', epoch, 'replica', holder, 'payload', d[i + 3], 'version', ver)
     end
-    if err then
+    if dup then
+      -- asynq holds this task id already: not pushed twice.
+      res = '2'
+    elseif err == 'BAD' then
+      res = broken(badn)
+    elseif err then
       if not wrote and string.sub(err, 1, 9) ~= 'WRONGTYPE' then
         -- Nothing is written yet: fail the claim as a whole.
         return redis.error_reply(err)

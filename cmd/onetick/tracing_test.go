@@ -15,13 +15,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onetick/onetick/internal/redistest"
 	"github.com/onetick/onetick/internal/tracing"
 	"github.com/onetick/onetick/internal/tracing/otlptest"
 )
 
 // TestTracingAcrossReplicas: a scheduler replica and a worker replica,
-// two processes on one Redis, export to an in-process OTLP collector.
+// two processes on one store (the file store, Redis, PostgreSQL), export
+// to an in-process OTLP collector.
 // For a tick of a command job and of an HTTP job, each failing its first
 // attempt, the leader's claim span and the worker's two attempt spans
 // share the trace id derived from the tick; the command got its attempt's
@@ -31,7 +31,13 @@ func TestTracingAcrossReplicas(t *testing.T) {
 	const token = "otlp-token-5b9d2e71c4"
 	t.Setenv("ONETICK_TEST_OTLP_TOKEN", token)
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100") // the SDK's batch delay, in ms
-	srv := redistest.Start(t)
+	for _, st := range daemonStores {
+		t.Run(st.name, func(t *testing.T) { testTracingAcrossReplicas(t, st, token) })
+	}
+}
+
+func testTracingAcrossReplicas(t *testing.T, st daemonStore, token string) {
+	backend, args := st.open(t)
 	rc := otlptest.New()
 	defer rc.Close()
 	out := t.TempDir()
@@ -52,11 +58,7 @@ func TestTracingAcrossReplicas(t *testing.T) {
 		}
 	}))
 	defer hook.Close()
-	cfg := writeFile(t, "tracing.yaml", fmt.Sprintf(`backend:
-  redis:
-    url: %s
-    prefix: tr
-lease:
+	cfg := writeFile(t, "tracing.yaml", backend+fmt.Sprintf(`lease:
   ttl: 2s
 worker:
   takeover_idle: 3s
@@ -81,10 +83,10 @@ jobs:
         secrets: [%s]
       max_attempts: 3
       backoff: 100ms
-`, srv.URL(), rc.Endpoint(), out, hook.URL, secret))
-	sched := startProc(t, "sched", "--config", cfg, "--role", "scheduler")
+`, rc.Endpoint(), out, hook.URL, secret))
+	sched := startProc(t, "sched", append([]string{"--config", cfg, "--role", "scheduler"}, args...)...)
 	<-sched.addr
-	work := startProc(t, "work", "--config", cfg, "--role", "worker")
+	work := startProc(t, "work", append([]string{"--config", cfg, "--role", "worker"}, args...)...)
 	workAddr := <-work.addr
 	sched.waitEvent("tracing: a trace per tick", 0, 10*time.Second)
 

@@ -4,58 +4,32 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/onetick/onetick"
-	"github.com/onetick/onetick/cron"
 	"github.com/onetick/onetick/internal/browsertest"
-	"github.com/onetick/onetick/worker"
 )
 
 // browserWait bounds each wait for the page to show something: long, for
 // a loaded two-core machine; the waits end as soon as the page shows it.
 const browserWait = 45 * time.Second
 
-const browserYAML = `http:
-  token: ` + testToken + `
-jobs:
-  - {name: report, schedule: "*/10 * * * *"}
-  - {name: flaky, schedule: "0 3 * * *"}
-`
-
-// The job page in headless Chromium, against a replica's API on the file
-// store with its scheduler and a worker whose Go handlers print: the
-// operator enters the token, pauses and resumes the job, triggers it and
-// sees the run with its output, backfills a range after its dry run, and
-// replays a dead letter. The token stays out of every URL and the log.
+// The job page in headless Chromium, against a replica's API with its
+// scheduler and a worker whose Go handlers print, on each of pageStores:
+// the operator enters the token, pauses and resumes the job, triggers it
+// and sees the run with its output, backfills a range after its dry run,
+// and replays a dead letter. The token stays out of every URL and the log.
 func TestJobPageActionsInBrowser(t *testing.T) {
-	var flakyRuns atomic.Int32
-	s := startPageServer(t, browserYAML, pageOpts{file: true, schedule: true,
-		deadline: func(j onetick.Job) onetick.Deadline {
-			if j.Name == "report" {
-				return onetick.Deadline{Start: time.Minute, Finish: 5 * time.Minute}
-			}
-			return onetick.Deadline{}
-		},
-		handlers: map[string]func(*worker.Task, *strings.Builder) error{
-			"report": func(task *worker.Task, out *strings.Builder) error {
-				fmt.Fprintf(out, "report for %s\nwrote 42 rows\n", task.Tick)
-				return nil
-			},
-			"flaky": func(task *worker.Task, out *strings.Builder) error {
-				if flakyRuns.Add(1) == 1 {
-					out.WriteString("upstream answered 503\n")
-					return fmt.Errorf("upstream unavailable")
-				}
-				out.WriteString("upstream back: synced\n")
-				return nil
-			},
-		}})
 	browser := browsertest.Start(t)
+	for _, store := range pageStores {
+		t.Run(store, func(t *testing.T) { testJobPageActionsInBrowser(t, browser, store) })
+	}
+}
+
+func testJobPageActionsInBrowser(t *testing.T, browser *browsertest.Browser, store string) {
+	s := startPageServer(t, actionsYAML, actionsOpts(store))
 	tab := browser.Tab(t, 5*time.Minute)
 	wait := func(what, cond string) {
 		t.Helper()
@@ -68,7 +42,9 @@ func TestJobPageActionsInBrowser(t *testing.T) {
 	click := func(id string) { t.Helper(); cdpDo(t, tab, chromedp.Click(chromedp.ID(id))) }
 	result := `document.getElementById("action-result").textContent`
 
-	cdpDo(t, tab, chromedp.Navigate(s.url+"/jobs/report"))
+	// The page refreshes itself every second (not 5): a run the worker
+	// ends just after the refresh that follows an action shows sooner.
+	cdpDo(t, tab, chromedp.Navigate(s.url+"/jobs/report?refresh=1"))
 	if got := cdpRun(t, tab, chromedp.Text(chromedp.ID("deadline"))); !strings.Contains(got, "start ≤ 1m") || !strings.Contains(got, "done ≤ 5m") {
 		t.Errorf("the deadline card shows %q", got)
 	}
@@ -113,16 +89,7 @@ func TestJobPageActionsInBrowser(t *testing.T) {
 
 	// Backfill: the dry run lists the slots and enqueues nothing; Enqueue
 	// sends the same range.
-	sched, err := cron.Parse("*/10 * * * *", time.UTC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().UTC()
-	from, to := now.Add(-35*time.Minute).Truncate(time.Second), now.Add(-time.Minute).Truncate(time.Second)
-	var want []onetick.Slot
-	for x := sched.Next(from.Add(-time.Millisecond)); !x.After(to); x = sched.Next(x) {
-		want = append(want, onetick.SlotOf(x))
-	}
+	from, to, want := backfillRange(t)
 	cdpDo(t, tab, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.getElementById("bf-from").value = %q;
 		document.getElementById("bf-to").value = %q`, from.Format("2006-01-02T15:04:05"), to.Format("2006-01-02T15:04:05"))))
 	click("bf-list")
@@ -136,25 +103,7 @@ func TestJobPageActionsInBrowser(t *testing.T) {
 			break
 		}
 	}
-	backfills := func() int {
-		t.Helper()
-		lg, err := s.h.Ledger()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := lg.Runs(t.Context(), onetick.RunQuery{Job: "report"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, r := range p.Runs {
-			if r.Kind == onetick.KindBackfill {
-				n++
-			}
-		}
-		return n
-	}
-	if n := backfills(); n != 0 {
+	if n := backfills(t, s); n != 0 {
 		t.Fatalf("the dry run enqueued %d slots", n)
 	}
 	click("bf-confirm")
@@ -170,7 +119,7 @@ func TestJobPageActionsInBrowser(t *testing.T) {
 
 	// A dead letter, replayed from the page of its job (the token is
 	// still in the tab).
-	cdpDo(t, tab, chromedp.Navigate(s.url+"/jobs/flaky"))
+	cdpDo(t, tab, chromedp.Navigate(s.url+"/jobs/flaky?refresh=1"))
 	if got := cdpRun(t, tab, chromedp.Evaluate[string](`document.getElementById("token").value`)); got != testToken {
 		t.Errorf("on the next page the token field holds %q", got)
 	}

@@ -51,7 +51,9 @@ func (s *syncBuffer) String() string {
 
 // pageOpts say what runs beside the API.
 type pageOpts struct {
-	file     bool // the file store (else the in-process one)
+	// store is "" for the in-process store, else one of pageStores;
+	// each test has a fresh, empty one.
+	store    string
 	schedule bool // run the scheduler
 	// handlers are the worker's Go handlers by job (none: no worker);
 	// what a handler writes to its *strings.Builder is the attempt's
@@ -62,6 +64,15 @@ type pageOpts struct {
 
 func startPageServer(t *testing.T, yaml string, o pageOpts) *pageServer {
 	t.Helper()
+	so := stores.Options{Schema: stores.MigrateSchema}
+	switch o.store {
+	case "":
+		so.Memory = true
+	case "file":
+		so.Path = filepath.Join(t.TempDir(), "onetick.db")
+	default:
+		yaml = withSharedStore(t, yaml, o.store)
+	}
 	f, err := config.Parse("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
@@ -69,10 +80,6 @@ func startPageServer(t *testing.T, yaml string, o pageOpts) *pageServer {
 	jobs, err := f.OneTickJobs()
 	if err != nil {
 		t.Fatal(err)
-	}
-	so := stores.Options{Memory: !o.file, Schema: stores.MigrateSchema}
-	if o.file {
-		so.Path = filepath.Join(t.TempDir(), "onetick.db")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h, err := stores.Open(ctx, f, so)
@@ -101,13 +108,17 @@ func startPageServer(t *testing.T, yaml string, o pageOpts) *pageServer {
 		if err != nil {
 			t.Fatal(err)
 		}
+		streams := map[string]string{} // a store's key prefix names them
+		for _, j := range jobs {
+			streams[j.Name] = j.Stream
+		}
 		for job, fn := range o.handlers {
 			err := w.Handle(job, worker.HandlerFunc(func(ctx context.Context, task *worker.Task) error {
 				var out strings.Builder
 				err := fn(task, &out)
 				worker.Report(ctx, onetick.Result{Output: out.String()}) // as the executors do
 				return err
-			}), worker.WithMaxAttempts(1), worker.WithOverlap(worker.OverlapAllow))
+			}), worker.WithStream(streams[job]), worker.WithMaxAttempts(1), worker.WithOverlap(worker.OverlapAllow))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,38 +257,5 @@ func TestDeadLettersAndReplayAPI(t *testing.T) {
 	}
 	if strings.Contains(s.logs.String(), testToken) {
 		t.Error("the token appears in the log")
-	}
-}
-
-// The job page over the API's handle: the job's dead letters and count,
-// its deadline, 404 for an unknown job.
-func TestJobPageOverAPI(t *testing.T) {
-	s := startPageServer(t, pageYAML, pageOpts{deadline: func(j onetick.Job) onetick.Deadline {
-		return onetick.Deadline{Start: 90 * time.Second}
-	}})
-	deadLetter(t, s, "a", "k1")
-	code, body := s.call("GET", "/jobs/a", "")
-	if code != 200 {
-		t.Fatalf("GET /jobs/a: %d %s", code, body)
-	}
-	for _, want := range []string{`data-tick="a:trigger:k1"`, `data-fate="dead"`, `data-replay="`, `id="dead-count">1<`, "started within 1m30s of its slot",
-		`type="password" id="token"`} {
-		if !strings.Contains(body, want) {
-			t.Errorf("the page lacks %s", want)
-		}
-	}
-	if strings.Contains(body, testToken) {
-		t.Error("the page holds the token")
-	}
-	if code, _ := s.call("GET", "/jobs/nope", ""); code != 404 {
-		t.Errorf("GET /jobs/nope: %d", code)
-	}
-	if code, _ := s.call("POST", "/jobs/a", "{}"); code != 405 {
-		t.Errorf("POST /jobs/a: %d", code)
-	}
-	// The status page links to it.
-	s2 := startPageServer(t, pageYAML, pageOpts{schedule: true})
-	if code, body := s2.call("GET", "/", ""); code != 200 || !strings.Contains(body, `href="jobs/a"`) {
-		t.Errorf("the status page does not link to the job page: %d", code)
 	}
 }
