@@ -57,7 +57,9 @@ type wtick struct {
 //     concurrent writer of the same tick makes it Duplicate), appends the
 //     entries of the ticks whose record it wrote and moves the last-fired
 //     slots; then the streams are trimmed, spent pause intervals dropped
-//     and workers notified.
+//     and workers notified. A tick whose job relays to River is not
+//     appended: its River job is inserted instead, on this transaction,
+//     for exactly the records this statement wrote (relay.go).
 //
 // A failure anywhere rolls the whole claim back: nothing is written.
 func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Tick) (onetick.ClaimResult, error) {
