@@ -294,11 +294,19 @@ func startProc(t *testing.T, name string, args ...string) *proc {
 // waitEvent waits for a log line with msg after index from, returning it.
 func (p *proc) waitEvent(msg string, from int, timeout time.Duration) (logEvent, int) {
 	p.t.Helper()
+	return p.waitEventFunc(msg, func(m string) bool { return m == msg }, from, timeout)
+}
+
+// waitEventFunc is waitEvent for the first message from index from that
+// match accepts (what names it in a failure).
+func (p *proc) waitEventFunc(what string, match func(msg string) bool, from int, timeout time.Duration) (logEvent, int) {
+	p.t.Helper()
+	msg := what
 	deadline := time.After(timeout)
 	for {
 		p.mu.Lock()
 		for i := from; i < len(p.events); i++ {
-			if p.events[i].Msg == msg {
+			if match(p.events[i].Msg) {
 				ev := p.events[i]
 				p.mu.Unlock()
 				return ev, i
