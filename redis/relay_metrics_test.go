@@ -61,9 +61,15 @@ func TestRelayMetricsAsynq(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := s.Metrics()
-	relayed := func(q string) float64 { return testutil.ToFloat64(m.RelayedTicks.WithLabelValues(onetick.RelayAsynq, q)) }
-	dups := func(q string) float64 { return testutil.ToFloat64(m.RelayDuplicates.WithLabelValues(onetick.RelayAsynq, q)) }
-	fails := func(q string) float64 { return testutil.ToFloat64(m.RelayFailures.WithLabelValues(onetick.RelayAsynq, q)) }
+	relayed := func(q string) float64 {
+		return testutil.ToFloat64(m.RelayedTicks.WithLabelValues(onetick.RelayAsynq, q))
+	}
+	dups := func(q string) float64 {
+		return testutil.ToFloat64(m.RelayDuplicates.WithLabelValues(onetick.RelayAsynq, q))
+	}
+	fails := func(q string) float64 {
+		return testutil.ToFloat64(m.RelayFailures.WithLabelValues(onetick.RelayAsynq, q))
+	}
 	await := func(what string, cond func() bool) {
 		t.Helper()
 		timeout := time.After(60 * time.Second)
