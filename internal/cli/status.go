@@ -132,14 +132,14 @@ func printRelays(w io.Writer, rs []onetick.RelayStatus) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  RELAY\tQUEUE\tBACKLOG\tJOBS")
 	for _, r := range rs {
-		backlog := "n/a"
-		switch {
-		case r.Backlog != nil:
+		backlog, note := "n/a", ""
+		if r.Backlog != nil {
 			backlog = fmt.Sprint(*r.Backlog)
-		case r.Error != "":
-			backlog = "n/a (" + r.Error + ")"
 		}
-		fprintf(tw, "  %s\t%s\t%s\t%s\n", r.Kind, r.Queue, backlog, strings.Join(r.Jobs, ","))
+		if r.Error != "" {
+			note = "  (" + r.Error + ")"
+		}
+		fprintf(tw, "  %s\t%s\t%s\t%s%s\n", r.Kind, r.Queue, backlog, strings.Join(r.Jobs, ","), note)
 	}
 	_ = tw.Flush()
 }
