@@ -154,3 +154,65 @@ func TestRelayMetricsAsynq(t *testing.T) {
 		t.Errorf("a failed trigger call: failures{q1} +%v, want +1", fails("q1")-f1)
 	}
 }
+
+// TestRelayMetricsClaimFails: while Redis is down the scheduler's claim
+// calls fail, and each relayed tick in them counts as a failure; after a
+// restart (AOF) the relay goes on, and asynq holds no task the counters
+// cannot account for.
+func TestRelayMetricsClaimFails(t *testing.T) {
+	srv := redistest.Start(t, redistest.AppendOnly())
+	ctx := context.Background()
+	b := relayBackend(t, srv)
+	every, err := cron.Parse("@every 100ms", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	news := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case news <- struct{}{}:
+		default:
+		}
+	}
+	s, err := onetick.New(onetick.Config{Backend: b, Replica: "one", Lease: onetick.LeaseConfig{TTL: 2 * time.Second},
+		Logger: slog.New(signalHandler{news}),
+		Jobs:   []onetick.Job{{Name: "report", Schedule: every, Relay: &onetick.Relay{Kind: onetick.RelayAsynq, Queue: "q"}}},
+		Sink:   onetick.SinkFunc(func(context.Context, []onetick.TickRecord) error { signal(); return nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := s.Metrics()
+	relayed := func() float64 { return testutil.ToFloat64(m.RelayedTicks.WithLabelValues(onetick.RelayAsynq, "q")) }
+	fails := func() float64 { return testutil.ToFloat64(m.RelayFailures.WithLabelValues(onetick.RelayAsynq, "q")) }
+	await := func(what string, cond func() bool) {
+		t.Helper()
+		timeout := time.After(60 * time.Second)
+		for !cond() {
+			select {
+			case <-news:
+			case <-timeout:
+				t.Fatalf("not within 60s: %s", what)
+			}
+		}
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(rctx) }()
+	await("3 ticks relayed", func() bool { return relayed() >= 3 })
+	srv.Kill()
+	// Each failed claim attempt is logged ("claim failed; retrying"), after
+	// it is counted.
+	await("a failed claim counted", func() bool { return fails() >= 1 })
+	srv.Restart()
+	before := relayed()
+	await("3 more ticks relayed after the restart", func() bool { return relayed() >= before+3 })
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("run: %v", err)
+	}
+	// A claim applied whose answer was lost is a failure with a task.
+	n := float64(llen(t, b.Client(), "asynq:{q}:pending"))
+	if n < relayed() || n > relayed()+fails() {
+		t.Errorf("asynq holds %v tasks; relayed %v, failures %v", n, relayed(), fails())
+	}
+}
