@@ -101,6 +101,11 @@ func (s *Scheduler) claim(ctx context.Context, ld *Leadership, due []*jobState, 
 		inflight = inflight[1:]
 		for {
 			<-c.done
+			if relayCallFailed(c.err) {
+				for _, j := range c.owners {
+					j.metrics.relay.failed()
+				}
+			}
 			if c.err == nil || errors.Is(c.err, ErrFenced) || errors.Is(c.err, ErrDamaged) || errors.Is(c.err, ErrNotReplicated) ||
 				fenced || !ld.Trusted() {
 				break
@@ -198,6 +203,7 @@ func (s *Scheduler) account(ld *Leadership, c *claimCall, log *slog.Logger) (ear
 				j.metrics.broken()
 			}
 		}
+		j.metrics.relay.outcome(res.Outcomes[i])
 		if o := res.Outcomes[i]; o == Claimed || o == Duplicate || o == Paused {
 			s.repaired(j, log)
 			j.recorded(t)

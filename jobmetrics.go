@@ -115,6 +115,7 @@ type jobSeries struct {
 type jobMetrics struct {
 	fleet *tickCounters // shared by the jobs of one preference
 	own   *jobSeries    // nil: the job has no series of its own
+	relay *relaySeries  // nil: the job has no relay
 }
 
 // forJob returns the counters of the job name with preference p, creating

@@ -103,7 +103,9 @@ func (s *Scheduler) applySource(ctx context.Context, h *jobHeap, add []*jobState
 // newJobState builds a job's state and metrics; own: the job has its own
 // metric series.
 func (s *Scheduler) newJobState(j Job, own bool) *jobState {
-	return &jobState{Job: j, index: -1, metrics: s.metrics.forJob(j.Name, j.Prefer, own)}
+	js := &jobState{Job: j, index: -1, metrics: s.metrics.forJob(j.Name, j.Prefer, own)}
+	js.metrics.relay = s.metrics.forRelay(j.Relay)
+	return js
 }
 
 // startJob sets a job's cursor at the start of a term, or when it is

@@ -58,6 +58,10 @@ type Metrics struct {
 	JobDeadlineMissed *prometheus.CounterVec
 	LateJobs          prometheus.Gauge
 
+	// Relays (relaymetrics.go): RelayedTicks, RelayDuplicates and
+	// RelayFailures, labelled relay and queue.
+	relayVecs
+
 	// fleet holds the totals a job of each preference counts in.
 	fleet map[Prefer]*tickCounters
 
@@ -166,7 +170,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "scheduler_late_jobs",
 			Help: "Jobs whose newest judged slot missed a deadline (leader only; the log and the job page name them).",
 		}),
-		now: time.Now,
+		relayVecs: newRelayVecs(),
+		now:       time.Now,
 	}
 	for _, k := range []string{DeadlineStart, DeadlineFinish} {
 		m.DeadlineMissed.WithLabelValues(k)
@@ -187,14 +192,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Help: "Seconds this replica spent running as a standby.",
 	}, func() float64 { return m.standbySeconds() })
 	if reg != nil {
-		for _, c := range []prometheus.Collector{
+		for _, c := range append([]prometheus.Collector{
 			m.LeadershipChanges, m.EnqueuedTicks, m.DuplicateTicks, m.FencedTicks, m.MissedTicks,
 			m.CatchupTicks, m.BrokenTicks, m.PausedTicks, m.DeliveryErrors,
 			m.JobEnqueuedTicks, m.JobDuplicateTicks, m.JobFencedTicks, m.JobMissedTicks,
 			m.JobCatchupTicks, m.JobBrokenTicks, m.JobPausedTicks, m.JobDeliveryErrors, m.JobLastFiredSlot,
 			m.IsLeader, m.LeaseEpoch, m.RenewalLatency, m.TickDelay, m.StoreClockOffset, m.LeaseTTL,
 			standby, m.BrokenJobs, m.StoreDamaged, m.DeadlineMissed, m.JobDeadlineMissed, m.LateJobs,
-		} {
+		}, m.relayVecs.collectors()...) {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -37,6 +37,9 @@ func lintedScheduler(t *testing.T) (*prometheus.Registry, *onetick.Metrics) {
 	m.TickDelay.Observe(0.01)
 	m.JobDeliveryErrors.WithLabelValues("billing").Inc()
 	m.JobDeadlineMissed.WithLabelValues("billing", onetick.DeadlineStart) // a job with a deadline has them
+	for _, v := range []*prometheus.CounterVec{m.RelayedTicks, m.RelayDuplicates, m.RelayFailures} {
+		v.WithLabelValues(onetick.RelayAsynq, onetick.DefaultRelayQueue) // a relayed job has them
+	}
 	return reg, m
 }
 
@@ -104,6 +107,7 @@ func TestMetricsNames(t *testing.T) {
 		"scheduler_job_missed_ticks_total", "scheduler_job_catchup_ticks_total", "scheduler_job_broken_ticks_total",
 		"scheduler_job_delivery_errors_total", "scheduler_job_last_fired_slot_timestamp_seconds",
 		"scheduler_job_paused_ticks_total",
+		"scheduler_relayed_ticks_total", "scheduler_relay_duplicates_total", "scheduler_relay_failures_total",
 	} {
 		if !have[name] {
 			t.Errorf("metric %s is not exported", name)

@@ -51,6 +51,10 @@ type Ops struct {
 	// its claims (the tracer's claim spans; ClaimWindow gives the
 	// enqueue's times). Its error is ignored: the ticks are enqueued.
 	Sink Sink
+	// Metrics, when set, count the relayed ticks of triggers and
+	// backfills (scheduler_relayed_ticks_total and its kin), as the
+	// scheduler counts its claims'.
+	Metrics *Metrics
 
 	mu      sync.Mutex
 	stored  []Job // Source's jobs as of version
@@ -353,6 +357,7 @@ func (o *Ops) Backfill(ctx context.Context, job string, from, to time.Time, max 
 func (o *Ops) enqueue(ctx context.Context, ticks []Tick, a Actor, kind string) (ClaimResult, error) {
 	sent := time.Now()
 	res, err := o.Backend.Enqueue(ctx, ticks, a)
+	o.Metrics.countRelayed(ticks, res, err)
 	if err != nil || o.Sink == nil {
 		return res, err
 	}

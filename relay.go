@@ -62,3 +62,11 @@ type Relayer interface {
 	// system's data in a layout this build does not know).
 	CanRelay(ctx context.Context, r Relay) error
 }
+
+// RelayBacklogger is implemented by a store that can tell how many of a
+// relay's tasks wait in the other system, not yet taken by its workers
+// (asynq: the queue's pending list). `onetick status` shows it per relay;
+// a store that is no RelayBacklogger shows "n/a".
+type RelayBacklogger interface {
+	RelayBacklog(ctx context.Context, r Relay) (int64, error)
+}

@@ -34,3 +34,28 @@ func TestRelayRefusedByAStoreThatCannot(t *testing.T) {
 		t.Fatalf("New with relay kind kafka: %v", err)
 	}
 }
+
+// TestRelayStatusNotBacklogger: a store that is no RelayBacklogger
+// (memory) lists the relays the jobs use with no backlog and no error.
+func TestRelayStatusNotBacklogger(t *testing.T) {
+	every, err := cron.Parse("@every 1h", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := memory.New(memory.Options{})
+	defer b.Close()
+	st, err := onetick.ReadStatus(context.Background(), b, []onetick.Job{
+		{Name: "a", Schedule: every, Relay: &onetick.Relay{Kind: onetick.RelayRiver, Queue: "q"}},
+		{Name: "plain", Schedule: every}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Relays) != 1 || st.Relays[0].Backlog != nil || st.Relays[0].Error != "" ||
+		st.Relays[0].Kind != onetick.RelayRiver || st.Relays[0].Queue != "q" || len(st.Relays[0].Jobs) != 1 {
+		t.Errorf("relays %+v", st.Relays)
+	}
+	st, err = onetick.ReadStatus(context.Background(), b, []onetick.Job{{Name: "plain", Schedule: every}}, 1)
+	if err != nil || st.Relays == nil || len(st.Relays) != 0 {
+		t.Errorf("no relay: %+v %v, want an empty list", st.Relays, err)
+	}
+}

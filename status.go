@@ -21,6 +21,9 @@ type Status struct {
 	// Controls are the most recent controls (pause, resume, trigger,
 	// backfill), newest first.
 	Controls []ControlRecord `json:"controls"`
+	// Relays are the relays the jobs use, with their backlogs
+	// (relaystatus.go).
+	Relays []RelayStatus `json:"relays"`
 }
 
 // LeaderView is the current lease.
@@ -171,6 +174,7 @@ func ReadStatus(ctx context.Context, b Backend, jobs []Job, history int) (*Statu
 		}
 		st.Jobs = append(st.Jobs, js)
 	}
+	st.Relays = readRelays(ctx, b, jobs)
 	return st, nil
 }
 

@@ -31,7 +31,9 @@ func exported(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	s, err := onetick.New(onetick.Config{Backend: memory.New(memory.Options{}), Registerer: reg,
-		Jobs: []onetick.Job{{Name: "a", Schedule: sched}}})
+		Jobs: []onetick.Job{{Name: "a", Schedule: sched},
+			// A relayed job: the relay series exist once a job uses one.
+			{Name: "r", Schedule: sched, Relay: &onetick.Relay{Kind: onetick.RelayAsynq}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,8 +288,8 @@ func TestAlertRulesNameExportedMetrics(t *testing.T) {
 			qs = append(qs, query{"alert " + r.Alert + r.Record, r.Expr})
 		}
 	}
-	if len(qs) < 12 {
-		t.Fatalf("%d rules read, want the 12 shipped", len(qs))
+	if len(qs) < 13 {
+		t.Fatalf("%d rules read, want the 13 shipped", len(qs))
 	}
 	for _, p := range unknownMetrics(qs, exported(t)) {
 		t.Error(p)

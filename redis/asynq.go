@@ -216,3 +216,23 @@ func asynqRelayKeys(r onetick.Relay, id string) []string {
 	q := relayQueue(r)
 	return []string{asynqTaskKey(q, id), asynqPendingKey(q), asynqQueues}
 }
+
+var _ onetick.RelayBacklogger = (*Backend)(nil)
+
+// RelayBacklog implements onetick.RelayBacklogger: the length of asynq's
+// pending list of r's queue, the tasks no asynq server has taken yet
+// (scheduled, retrying and active tasks are not counted).
+func (b *Backend) RelayBacklog(ctx context.Context, r onetick.Relay) (int64, error) {
+	if r.Kind != onetick.RelayAsynq {
+		return 0, fmt.Errorf("redis: no backlog of a %s relay (this store relays to %s)", r.Kind, onetick.RelayAsynq)
+	}
+	key := asynqPendingKey(relayQueue(r))
+	n, err := b.c.LLen(ctx, key).Result()
+	if err != nil {
+		if isWrongType(err) {
+			return 0, fmt.Errorf("redis: %s is not a list as in asynq %s's layout", key, AsynqLayout)
+		}
+		return 0, fmt.Errorf("redis: asynq backlog: %w", err)
+	}
+	return n, nil
+}

@@ -169,7 +169,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	done := make(chan struct{})
 	if hl != nil {
 		mux := handler(reg, sched, b, h.Describe, done)
-		(&api{ops: &onetick.Ops{Backend: b, Jobs: jobs, Source: source, Sink: tr.opsSink()}, http: f.HTTP, log: log, sched: sched, file: f, store: h}).register(mux)
+		(&api{ops: &onetick.Ops{Backend: b, Jobs: jobs, Source: source, Sink: tr.opsSink(), Metrics: sched.Metrics()}, http: f.HTTP, log: log, sched: sched, file: f, store: h}).register(mux)
 		hl.serve(mux)
 		switch {
 		case f.HTTP.Token == "":

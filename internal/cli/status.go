@@ -105,6 +105,7 @@ func printStatus(w io.Writer, st *onetick.Status) {
 			fmtSlot(j.LastFired, loc), fmtSlot(j.Next, loc), state)
 	}
 	_ = tw.Flush()
+	printRelays(w, st.Relays)
 	if len(st.Controls) > 0 {
 		fmt.Fprintln(w, "\nrecent controls (newest first):")
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -119,6 +120,28 @@ func printStatus(w io.Writer, st *onetick.Status) {
 	}
 	fmt.Fprintln(w, "\ndamaged store state (onetick refuses what depends on it; nothing else is affected):")
 	printDamage(w, st.Damage)
+}
+
+// printRelays lists the relays the jobs use and the tasks waiting in each
+// (n/a: the store cannot tell).
+func printRelays(w io.Writer, rs []onetick.RelayStatus) {
+	if len(rs) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nrelays (tasks waiting in the other queue):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  RELAY\tQUEUE\tBACKLOG\tJOBS")
+	for _, r := range rs {
+		backlog, note := "n/a", ""
+		if r.Backlog != nil {
+			backlog = fmt.Sprint(*r.Backlog)
+		}
+		if r.Error != "" {
+			note = "  (" + r.Error + ")"
+		}
+		fprintf(tw, "  %s\t%s\t%s\t%s%s\n", r.Kind, r.Queue, backlog, strings.Join(r.Jobs, ","), note)
+	}
+	_ = tw.Flush()
 }
 
 func dash(s string) string {
