@@ -218,6 +218,15 @@ func TestRelayNATSEachSlotOnce(t *testing.T) {
 	if got := testutil.ToFloat64(natsrelay.PublishedCounter(m)); got != 5 {
 		t.Fatalf("published counter %v, want 5", got)
 	}
+	// The worker's finish wrote the ledger's succeeded event, saying where.
+	r, ok, err := b.Run(context.Background(), "pub", ids[0])
+	if err != nil || !ok {
+		t.Fatalf("ledger record of %s: %v, %v", ids[0], ok, err)
+	}
+	last := r.Events[len(r.Events)-1]
+	if last.What != onetick.EventSucceeded || !strings.HasPrefix(last.Result.Output, "published to jetstream: stream OT_") {
+		t.Fatalf("last ledger event %+v, want succeeded, published to jetstream", last)
+	}
 }
 
 // dying is a worker store whose Heartbeat and Finish fail once dead: the
