@@ -136,7 +136,7 @@ func (e *ends) await(t *testing.T, consumer string) attempt {
 }
 
 // claim claims n ticks of job on stream "s" of b, a second apart.
-func claim(t *testing.T, b *memory.Backend, job string, n int) []string {
+func claim(t *testing.T, b onetick.Backend, job string, n int) []string {
 	t.Helper()
 	ctx := context.Background()
 	g, err := b.Acquire(ctx, "producer", time.Minute)
@@ -255,14 +255,13 @@ func (d *dying) Finish(ctx context.Context, c string, fs []worker.Finish) ([]boo
 // takeover: consumer a publishes the tick and dies before its finish;
 // consumer b takes the entry over by the store's takeover. It returns b's
 // attempt and the publisher's metrics.
-func takeover(t *testing.T, p onetick.Prefer) (*jsEnv, attempt, *natsrelay.Metrics, string) {
+func takeover(t *testing.T, p onetick.Prefer, st store) (*jsEnv, attempt, *natsrelay.Metrics, string) {
 	js := newJS(t, false)
-	b := memory.New(memory.Options{})
-	t.Cleanup(func() { _ = b.Close() })
+	b := st.b
 	pub, m := publisher(t, js, false, p)
 	ids := claim(t, b, "pub", 1)
 	e := newEnds()
-	d := &dying{Store: b.WorkerStore("")}
+	d := &dying{Store: st.ws()}
 	published := make(chan struct{})
 	stopA := runWorker(t, d, "a", "pub", worker.HandlerFunc(func(ctx context.Context, tk *worker.Task) error {
 		err := pub.Work(ctx, tk)
@@ -279,7 +278,7 @@ func takeover(t *testing.T, p onetick.Prefer) (*jsEnv, attempt, *natsrelay.Metri
 		t.Fatalf("a's finish recorded: %+v", a)
 	}
 	stopA()
-	runWorker(t, b.WorkerStore(""), "b", "pub", pub, p, e)
+	runWorker(t, st.ws(), "b", "pub", pub, p, e)
 	a := e.await(t, "b")
 	if a.tick != ids[0] || a.deliveries < 2 || !a.end.Recorded || a.end.Kind != worker.FinishDone {
 		t.Fatalf("b's attempt %+v, want %s taken over and done", a, ids[0])
@@ -291,7 +290,11 @@ func takeover(t *testing.T, p onetick.Prefer) (*jsEnv, attempt, *natsrelay.Metri
 // taken-over entry is published again with the same Msg-Id and JetStream
 // deduplicates it: one message for the tick.
 func TestRelayNATSTakeoverRepublishedAndDeduplicated(t *testing.T) {
-	js, a, m, id := takeover(t, onetick.PreferDuplicate)
+	forEachStore(t, func(t *testing.T, st store) { republished(t, st) })
+}
+
+func republished(t *testing.T, st store) {
+	js, a, m, id := takeover(t, onetick.PreferDuplicate, st)
 	if got := js.ids(); len(got) != 1 || got[0] != id {
 		t.Fatalf("stream holds %v, want one message %s", got, id)
 	}
@@ -306,7 +309,11 @@ func TestRelayNATSTakeoverRepublishedAndDeduplicated(t *testing.T) {
 // TestRelayNATSTakeoverDroppedWhenPreferMissed: prefer missed, the
 // taken-over entry is not published again, and is counted.
 func TestRelayNATSTakeoverDroppedWhenPreferMissed(t *testing.T) {
-	js, a, m, id := takeover(t, onetick.PreferMissed)
+	forEachStore(t, func(t *testing.T, st store) { dropped(t, st) })
+}
+
+func dropped(t *testing.T, st store) {
+	js, a, m, id := takeover(t, onetick.PreferMissed, st)
 	if got := js.ids(); len(got) != 1 || got[0] != id {
 		t.Fatalf("stream holds %v, want one message %s", got, id)
 	}
