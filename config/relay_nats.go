@@ -25,8 +25,8 @@ type NATSRelay struct {
 	// MaxMsgsPerSubject 1 and DiscardNewPerSubject.
 	PerSubject bool `yaml:"per_subject" json:",omitempty"`
 	// Token (secret; give it as ${ENV}) or Creds (a credentials file's
-	// path) authenticate; at most one. The token is not stored with a job
-	// applied at run time.
+	// path) authenticate; at most one. The token is never stored (a NATS
+	// relay is for jobs of the configuration file only).
 	Token string `yaml:"token" json:"-"`
 	Creds string `yaml:"creds" json:",omitempty"`
 }
@@ -41,6 +41,11 @@ var (
 
 // natsRelay reads a job's relay.nats block.
 func (p *parser) natsRelay(x entry, plain, path string) (*NATSRelay, bool) {
+	if p.base != nil {
+		// A job applied at run time: no worker would publish its ticks.
+		p.errorf(x.line, path, "is for jobs of the configuration file only: a job applied at run time gets no relay consumer")
+		return nil, false
+	}
 	m, ok := p.mapping(x.val, x.line, path)
 	if !ok {
 		return nil, false

@@ -119,3 +119,16 @@ func TestRelayNATSParsed(t *testing.T) {
 		t.Fatalf("the stored definition holds the token: %s", def)
 	}
 }
+
+// A jobs file (jobs apply, the API) cannot relay to NATS: no worker would
+// publish its ticks.
+func TestRelayNATSRefusedInAJobsFile(t *testing.T) {
+	base, err := config.Parse("base.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = config.ParseRequestJobs("body", []byte("jobs:\n  - name: a\n    schedule: '@hourly'\n    relay:\n      nats: {url: 'nats://h:4222', subject: t}\n"), base)
+	if err == nil || !strings.Contains(err.Error(), "body:5: jobs[0] (a).relay.nats: is for jobs of the configuration file only") {
+		t.Errorf("a request's nats relay: %v", err)
+	}
+}
