@@ -163,6 +163,7 @@ func (p *Publisher) Work(ctx context.Context, t *worker.Task) error {
 		// a job that prefers missed drops it rather than risk a second
 		// message beyond the duplicate window.
 		m.inc(dropped)
+		worker.Missed(ctx, worker.ReasonTakeover)
 		worker.Report(ctx, onetick.Result{Output: fmt.Sprintf("not published again: taken over (delivery %d) and the job prefers missed", t.Deliveries)})
 		return nil
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
 	"github.com/onetick/onetick"
@@ -158,9 +159,10 @@ func claim(t *testing.T, b onetick.Backend, job string, n int) []string {
 }
 
 // runWorker runs a worker of store as consumer with h for job; stop stops it.
-func runWorker(t *testing.T, store worker.Store, consumer, job string, h worker.Handler, p onetick.Prefer, e *ends) (stop func()) {
+func runWorker(t *testing.T, store worker.Store, consumer, job string, h worker.Handler, p onetick.Prefer, e *ends) (stop func(), reg *prometheus.Registry) {
 	t.Helper()
-	w, err := worker.New(worker.Config{Store: store, Consumer: consumer, Registerer: prometheus.NewRegistry(),
+	reg = prometheus.NewRegistry()
+	w, err := worker.New(worker.Config{Store: store, Consumer: consumer, Registerer: reg,
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 		TakeoverIdle: time.Second, HeartbeatInterval: 100 * time.Millisecond, LivenessTTL: time.Second,
 		ShutdownTimeout: 5 * time.Second, OnAttempt: e.hook(consumer)})
@@ -176,7 +178,7 @@ func runWorker(t *testing.T, store worker.Store, consumer, job string, h worker.
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(stop)
-	return stop
+	return stop, reg
 }
 
 func publisher(t *testing.T, e *jsEnv, perSubject bool, p onetick.Prefer) (*natsrelay.Publisher, *natsrelay.Metrics) {
@@ -203,7 +205,7 @@ func TestRelayNATSEachSlotOnce(t *testing.T) {
 	pub, m := publisher(t, js, false, onetick.PreferMissed)
 	ids := claim(t, b, "pub", 5)
 	e := newEnds()
-	runWorker(t, b.WorkerStore(""), "w1", "pub", pub, onetick.PreferMissed, e)
+	_, _ = runWorker(t, b.WorkerStore(""), "w1", "pub", pub, onetick.PreferMissed, e)
 	for range ids {
 		if a := e.await(t, "w1"); a.end.Kind != worker.FinishDone || !a.end.Recorded ||
 			!strings.HasPrefix(a.end.Result.Output, "published to jetstream") {
@@ -227,6 +229,19 @@ func TestRelayNATSEachSlotOnce(t *testing.T) {
 	if last.What != onetick.EventSucceeded || !strings.HasPrefix(last.Result.Output, "published to jetstream: stream OT_") {
 		t.Fatalf("last ledger event %+v, want succeeded, published to jetstream", last)
 	}
+}
+
+// helpless gathers g's metrics with their help text replaced, so that a
+// comparison does not depend on it.
+type helpless struct{ g prometheus.Gatherer }
+
+func (h helpless) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := h.g.Gather()
+	for _, mf := range mfs {
+		help := "x"
+		mf.Help = &help
+	}
+	return mfs, err
 }
 
 // dying is a worker store whose Heartbeat and Finish fail once dead: the
@@ -255,7 +270,7 @@ func (d *dying) Finish(ctx context.Context, c string, fs []worker.Finish) ([]boo
 // takeover: consumer a publishes the tick and dies before its finish;
 // consumer b takes the entry over by the store's takeover. It returns b's
 // attempt and the publisher's metrics.
-func takeover(t *testing.T, p onetick.Prefer, st store) (*jsEnv, attempt, *natsrelay.Metrics, string) {
+func takeover(t *testing.T, p onetick.Prefer, st store) (*jsEnv, attempt, *natsrelay.Metrics, string, *prometheus.Registry) {
 	js := newJS(t, false)
 	b := st.b
 	pub, m := publisher(t, js, false, p)
@@ -263,7 +278,7 @@ func takeover(t *testing.T, p onetick.Prefer, st store) (*jsEnv, attempt, *natsr
 	e := newEnds()
 	d := &dying{Store: st.ws()}
 	published := make(chan struct{})
-	stopA := runWorker(t, d, "a", "pub", worker.HandlerFunc(func(ctx context.Context, tk *worker.Task) error {
+	stopA, _ := runWorker(t, d, "a", "pub", worker.HandlerFunc(func(ctx context.Context, tk *worker.Task) error {
 		err := pub.Work(ctx, tk)
 		d.dead.Store(true)
 		close(published)
@@ -278,12 +293,12 @@ func takeover(t *testing.T, p onetick.Prefer, st store) (*jsEnv, attempt, *natsr
 		t.Fatalf("a's finish recorded: %+v", a)
 	}
 	stopA()
-	runWorker(t, st.ws(), "b", "pub", pub, p, e)
+	_, reg := runWorker(t, st.ws(), "b", "pub", pub, p, e)
 	a := e.await(t, "b")
 	if a.tick != ids[0] || a.deliveries < 2 || !a.end.Recorded || a.end.Kind != worker.FinishDone {
 		t.Fatalf("b's attempt %+v, want %s taken over and done", a, ids[0])
 	}
-	return js, a, m, ids[0]
+	return js, a, m, ids[0], reg
 }
 
 // TestRelayNATSTakeoverRepublishedAndDeduplicated: prefer duplicate, the
@@ -294,7 +309,7 @@ func TestRelayNATSTakeoverRepublishedAndDeduplicated(t *testing.T) {
 }
 
 func republished(t *testing.T, st store) {
-	js, a, m, id := takeover(t, onetick.PreferDuplicate, st)
+	js, a, m, id, _ := takeover(t, onetick.PreferDuplicate, st)
 	if got := js.ids(); len(got) != 1 || got[0] != id {
 		t.Fatalf("stream holds %v, want one message %s", got, id)
 	}
@@ -313,7 +328,7 @@ func TestRelayNATSTakeoverDroppedWhenPreferMissed(t *testing.T) {
 }
 
 func dropped(t *testing.T, st store) {
-	js, a, m, id := takeover(t, onetick.PreferMissed, st)
+	js, a, m, id, reg := takeover(t, onetick.PreferMissed, st)
 	if got := js.ids(); len(got) != 1 || got[0] != id {
 		t.Fatalf("stream holds %v, want one message %s", got, id)
 	}
@@ -325,6 +340,17 @@ func dropped(t *testing.T, st store) {
 	}
 	if got := testutil.ToFloat64(natsrelay.DuplicatesCounter(m)); got != 0 {
 		t.Fatalf("duplicates counter %v, want 0", got)
+	}
+	// And in the worker's fleet total of missed slots, which the
+	// missed-ticks alert sums.
+	want := strings.NewReader(`# HELP worker_missed_ticks_total x
+# TYPE worker_missed_ticks_total counter
+worker_missed_ticks_total{prefer="duplicate",reason="overlap"} 0
+worker_missed_ticks_total{prefer="missed",reason="overlap"} 0
+worker_missed_ticks_total{prefer="missed",reason="takeover"} 1
+`)
+	if err := testutil.GatherAndCompare(helpless{reg}, want, "worker_missed_ticks_total"); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -345,7 +371,7 @@ func TestRelayNATSPerSubjectRefusesASecondPublish(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnds()
-	runWorker(t, b.WorkerStore(""), "w1", "pub", pub, onetick.PreferDuplicate, e)
+	_, _ = runWorker(t, b.WorkerStore(""), "w1", "pub", pub, onetick.PreferDuplicate, e)
 	outs := map[string]string{}
 	for range ids {
 		a := e.await(t, "w1")
