@@ -250,7 +250,7 @@ func (o *Ops) Trigger(ctx context.Context, job, key, payload string, a Actor) (T
 	if ret == 0 {
 		ret = DefaultTriggerRetention
 	}
-	t := Tick{Job: j.Name, Key: key, Stream: j.Stream, Payload: payload, MaxLen: j.MaxLen, Retention: ret, OutOfOrder: true, Version: j.Version, Relay: j.Relay}
+	t := Tick{Job: j.Name, Key: key, Stream: j.Stream, Payload: payload, MaxLen: j.MaxLen, Retention: ret, OutOfOrder: true, Version: j.Version, Relay: j.Relay.claimed()}
 	res, err := o.enqueue(ctx, []Tick{t}, a, KindTrigger)
 	if err != nil {
 		return TriggerResult{}, err
@@ -332,7 +332,7 @@ func (o *Ops) Backfill(ctx context.Context, job string, from, to time.Time, max 
 	}
 	ticks := make([]Tick, len(slots))
 	for i, s := range slots {
-		ticks[i] = Tick{Job: j.Name, Slot: s, Stream: j.Stream, Payload: j.Payload, MaxLen: j.MaxLen, Retention: ret, OutOfOrder: true, Version: j.Version, Relay: j.Relay}
+		ticks[i] = Tick{Job: j.Name, Slot: s, Stream: j.Stream, Payload: j.Payload, MaxLen: j.MaxLen, Retention: ret, OutOfOrder: true, Version: j.Version, Relay: j.Relay.claimed()}
 	}
 	res, err := o.enqueue(ctx, ticks, a, KindBackfill)
 	if err != nil {

@@ -11,9 +11,12 @@ import (
 // store the hand-off is written in the claim's own atomic step, so a tick
 // is in the other queue if and only if it is claimed: asynq on the same
 // Redis (the claim's script writes the task), River on the same
-// PostgreSQL (the claim's transaction inserts the job).
+// PostgreSQL (the claim's transaction inserts the job). NATS JetStream
+// is another system, so its hand-off cannot be atomic with the claim: a
+// RelayNATS job's ticks are claimed into its stream as any tick, and the
+// worker's relay consumer publishes them (package relay/natsrelay).
 type Relay struct {
-	// Kind is RelayAsynq or RelayRiver.
+	// Kind is RelayAsynq, RelayRiver or RelayNATS.
 	Kind string
 	// Queue is the queue's name in the other system; default
 	// DefaultRelayQueue.
@@ -33,7 +36,26 @@ type Relay struct {
 const (
 	RelayAsynq = "asynq"
 	RelayRiver = "river"
+	// RelayNATS publishes ticks to NATS JetStream from the job's stream
+	// (a worker's relay consumer), not in the claim.
+	RelayNATS = "nats"
 )
+
+// InClaim reports whether r's hand-off is written in the claim by the
+// store (asynq, River); false for nil and for RelayNATS, whose ticks go
+// to the job's stream as any tick.
+func (r *Relay) InClaim() bool {
+	return r != nil && (r.Kind == RelayAsynq || r.Kind == RelayRiver)
+}
+
+// claimed is the Tick.Relay of a job with relay r: r when the store hands
+// it in the claim, else nil (the tick goes to the stream).
+func (r *Relay) claimed() *Relay {
+	if !r.InClaim() {
+		return nil
+	}
+	return r
+}
 
 // DefaultRelayQueue is a relay's queue when none is named.
 const DefaultRelayQueue = "default"
@@ -41,9 +63,9 @@ const DefaultRelayQueue = "default"
 // Validate checks r, naming the field that is wrong.
 func (r *Relay) Validate() error {
 	switch r.Kind {
-	case RelayAsynq, RelayRiver:
+	case RelayAsynq, RelayRiver, RelayNATS:
 	default:
-		return fmt.Errorf("kind %q: must be %s or %s", r.Kind, RelayAsynq, RelayRiver)
+		return fmt.Errorf("kind %q: must be %s, %s or %s", r.Kind, RelayAsynq, RelayRiver, RelayNATS)
 	}
 	if r.MaxAttempts < 0 {
 		return fmt.Errorf("max_attempts: must not be negative")

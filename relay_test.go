@@ -4,6 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/cron"
@@ -57,5 +60,39 @@ func TestRelayStatusNotBacklogger(t *testing.T) {
 	st, err = onetick.ReadStatus(context.Background(), b, []onetick.Job{{Name: "plain", Schedule: every}}, 1)
 	if err != nil || st.Relays == nil || len(st.Relays) != 0 {
 		t.Errorf("no relay: %+v %v, want an empty list", st.Relays, err)
+	}
+}
+
+// TestRelayNATSGoesToTheStream: a NATS relay needs no Relayer (its hand-off
+// is not in the claim): the scheduler starts on a store that relays
+// nothing, and the tick is appended to the job's stream, where the
+// worker's relay consumer publishes it.
+func TestRelayNATSGoesToTheStream(t *testing.T) {
+	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	fc := clockwork.NewFakeClockAt(start)
+	mem := memory.New(memory.Options{Clock: fc})
+	defer mem.Close()
+	sched, _ := cron.Parse("@every 5s", nil)
+	s, err := onetick.New(onetick.Config{Backend: mem, Replica: "r", Clock: fc,
+		Jobs: []onetick.Job{{Name: "pub", Schedule: sched, Stream: "s", Relay: &onetick.Relay{Kind: onetick.RelayNATS}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	block(t, fc, 3)
+	fc.Advance(5 * time.Second)
+	for len(mem.Stream("s")) < 1 {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned %v before the tick reached the stream", err)
+		default:
+		}
+		block(t, fc, 3)
+	}
+	if got := mem.Stream("s")[0]; got.Job != "pub" {
+		t.Fatalf("stream entry %+v, want job pub", got)
 	}
 }

@@ -324,7 +324,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // quietly deliver them where no consumer of the relay looks.
 func (s *Scheduler) checkRelays(ctx context.Context) error {
 	for i, j := range s.cfg.Jobs {
-		if j.Relay == nil {
+		if !j.Relay.InClaim() {
+			// None, or NATS: its ticks go to the stream as any tick.
 			continue
 		}
 		r, ok := s.cfg.Backend.(Relayer)
@@ -637,7 +638,7 @@ func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger, ticks []Tick) 
 	j.planTop = slots[len(slots)-1]
 	for i, sl := range slots {
 		t := Tick{Job: j.Name, Slot: sl, Stream: j.Stream, Payload: j.Payload,
-			Retention: j.retention, MaxLen: j.MaxLen, Version: j.Version, Relay: j.Relay}
+			Retention: j.retention, MaxLen: j.MaxLen, Version: j.Version, Relay: j.Relay.claimed()}
 		if i == 0 && len(j.skips) > 0 {
 			t.Skipped = slices.Clone(j.skips)
 		}

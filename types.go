@@ -218,7 +218,8 @@ type Tick struct {
 	// Stream (Job.Relay). A tick with a relay reaches only a store that
 	// said it can hand it (Relayer.CanRelay, checked when the scheduler
 	// starts); others must refuse it (Broken) rather than append it to
-	// Stream.
+	// Stream. Only relays handed in the claim (Relay.InClaim) are set
+	// here: a RelayNATS job's ticks carry none and go to Stream.
 	Relay *Relay
 }
 

@@ -135,6 +135,13 @@
 //	        max_retry: 4             # asynq's MaxRetry; or max_attempts (max_retry + 1), not both
 //	        max_attempts: 5
 //	        retention: 24h           # how long asynq keeps a done task's id; default the tick's retention
+//	      nats:                      # any backend: the worker's relay consumer publishes each tick to JetStream
+//	        url: nats://nats:4222    # required; several separated by commas
+//	        subject: ticks.report    # required; with per_subject the prefix of <subject>.<job>.<slot ms>
+//	        stream: TICKS            # optional: the stream each publish must land in
+//	        per_subject: false       # true: one subject per tick, on a stream with max_msgs_per_subject 1, discard new per subject
+//	        token: ${NATS_TOKEN}     # optional; or creds: /etc/nats/onetick.creds, not both
+//	        creds: ""
 //
 // The role, the worker section and a job's run block configure the
 // workers; the README's "Run your code once" shows them at work, and

@@ -56,6 +56,7 @@ var keySections = []keySection{
 	{"jobs[].deadline", jobDeadlineKeys, reflect.TypeOf(JobDeadline{}), "jobs:\n  - name: a\n    deadline:\n      KEY: 1\n", "jobs[0] (a).deadline.KEY"},
 	{"jobs[].relay", relayKeys, reflect.TypeOf(JobRelay{}), "jobs:\n  - name: a\n    relay:\n      KEY: 1\n", "jobs[0] (a).relay.KEY"},
 	{"jobs[].relay.river", riverRelayKeys, reflect.TypeOf(RiverRelay{}), "jobs:\n  - name: a\n    relay:\n      river:\n        KEY: 1\n", "jobs[0] (a).relay.river.KEY"},
+	{"jobs[].relay.nats", natsRelayKeys, reflect.TypeOf(NATSRelay{}), "jobs:\n  - name: a\n    relay:\n      nats:\n        KEY: 1\n", "jobs[0] (a).relay.nats.KEY"},
 	{"jobs[].relay.asynq", asynqRelayKeys, reflect.TypeOf(AsynqRelay{}), "jobs:\n  - name: a\n    relay:\n      asynq:\n        KEY: 1\n", "jobs[0] (a).relay.asynq.KEY"},
 	{"jobs[].run.http", httpRunKeys, reflect.TypeOf(HTTPRun{}), "jobs:\n  - name: a\n    run:\n      http:\n        KEY: 1\n", "jobs[0] (a).run.http.KEY"},
 }

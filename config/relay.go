@@ -2,6 +2,7 @@ package config
 
 import (
 	"regexp"
+	"sort"
 	"strconv"
 	"time"
 
@@ -9,11 +10,12 @@ import (
 )
 
 // JobRelay hands a job's ticks to a queue the team already runs, instead
-// of its stream (docs/relays.md): exactly one of River and Asynq. A
+// of its stream (docs/relays.md): exactly one of River, Asynq and NATS. A
 // relayed job has no run block: the other system's workers run it.
 type JobRelay struct {
 	River *RiverRelay `yaml:"river,omitempty" json:",omitempty"`
 	Asynq *AsynqRelay `yaml:"asynq,omitempty" json:",omitempty"`
+	NATS  *NATSRelay  `yaml:"nats,omitempty" json:",omitempty"`
 }
 
 // RiverRelay inserts each tick as a River job, in the claim's own
@@ -44,7 +46,7 @@ type AsynqRelay struct {
 }
 
 var (
-	relayKeys      = []string{"river", "asynq"}
+	relayKeys      = []string{"river", "asynq", "nats"}
 	riverRelayKeys = []string{"queue", "kind", "max_attempts"}
 	asynqRelayKeys = []string{"queue", "type", "max_retry", "max_attempts", "retention"}
 )
@@ -68,6 +70,8 @@ func (r *JobRelay) Relay() *onetick.Relay {
 			n = *a.MaxRetry + 1
 		}
 		return &onetick.Relay{Kind: onetick.RelayAsynq, Queue: a.Queue, Type: a.Type, MaxAttempts: n, Retention: a.Retention.D()}
+	case r.NATS != nil:
+		return &onetick.Relay{Kind: onetick.RelayNATS}
 	}
 	return nil
 }
@@ -101,6 +105,11 @@ func (p *parser) jobRelay(e entry, plain, disp string) (*JobRelay, bool) {
 		if y, set := asec["max_retry"]; set && !isNull(y.val) {
 			a.MaxRetry = &retry
 		}
+	}
+	if x, ok := sec["nats"]; ok && !isNull(x.val) {
+		n, ok := p.natsRelay(x, plain+".relay.nats", path+".nats")
+		r.NATS = n
+		good = good && ok
 	}
 	return r, good
 }
@@ -143,17 +152,27 @@ func (f *File) checkRelay(i int, j Job, add func(line int, key, format string, a
 	r := j.Relay
 	at := "jobs[" + strconv.Itoa(i) + "].relay"
 	line := func(key string) int { return f.line(at+"."+key, f.jobLine(i, "relay")) }
+	var named []string
+	for k, set := range map[string]bool{"river": r.River != nil, "asynq": r.Asynq != nil, "nats": r.NATS != nil} {
+		if set {
+			named = append(named, k)
+		}
+	}
+	sort.Slice(named, func(a, b int) bool { return line(named[a]) < line(named[b]) })
 	switch {
-	case r.River == nil && r.Asynq == nil:
-		add(f.jobLine(i, "relay"), "relay", "names no relay: give river or asynq (docs/relays.md)")
+	case len(named) == 0:
+		add(f.jobLine(i, "relay"), "relay", "names no relay: give river, asynq or nats (docs/relays.md)")
 		return
-	case r.River != nil && r.Asynq != nil:
-		add(line("asynq"), "relay", "names two relays: give river or asynq, one per job")
+	case len(named) > 1:
+		add(line(named[1]), "relay", "names %s relays: give river, asynq or nats, one per job", [...]string{2: "two", 3: "three"}[len(named)])
 		return
 	case j.Run != nil:
 		add(f.jobLine(i, "relay"), "relay", "is exclusive with run: a relayed job is run by the relay's own workers")
 	case j.Deadline != nil:
 		add(f.jobLine(i, "relay"), "relay", "is exclusive with deadline: the relay's workers do not report to onetick's ledger, so a deadline could only ever be missed")
+	}
+	if r.NATS != nil {
+		checkNATSRelay(r.NATS, line, add)
 	}
 	if rv := r.River; rv != nil {
 		if rv.Queue != "" && (len(rv.Queue) > 128 || !riverQueue.MatchString(rv.Queue)) {

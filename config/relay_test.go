@@ -84,3 +84,51 @@ func TestRelayOfAppliedJob(t *testing.T) {
 		t.Errorf("a request's bad relay: %v", err)
 	}
 }
+
+// A NATS relay is read with its fields; its token comes from the
+// environment, is not in the stored definition, and is the engine's
+// RelayNATS (ticks to the stream).
+func TestRelayNATSParsed(t *testing.T) {
+	t.Setenv("ONETICK_TEST_NATS_TOKEN", "s3cr3t")
+	f, err := config.Parse("f.yaml", []byte(`jobs:
+  - name: pub
+    schedule: '@hourly'
+    prefer: duplicate
+    relay:
+      nats: {url: 'nats://a:4222,nats://b:4222', subject: ticks.pub, stream: TICKS, per_subject: true, token: '${ONETICK_TEST_NATS_TOKEN}'}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := f.Jobs[0].Relay.NATS
+	if n == nil || n.URL != "nats://a:4222,nats://b:4222" || n.Subject != "ticks.pub" || n.Stream != "TICKS" || !n.PerSubject || n.Token != "s3cr3t" {
+		t.Fatalf("relay.nats %+v", n)
+	}
+	jobs, err := f.OneTickJobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := jobs[0].Relay; r == nil || r.Kind != onetick.RelayNATS || r.InClaim() {
+		t.Fatalf("engine relay %+v, want nats, not in the claim", r)
+	}
+	def, err := f.Jobs[0].JobDef()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(def), "s3cr3t") {
+		t.Fatalf("the stored definition holds the token: %s", def)
+	}
+}
+
+// A jobs file (jobs apply, the API) cannot relay to NATS: no worker would
+// publish its ticks.
+func TestRelayNATSRefusedInAJobsFile(t *testing.T) {
+	base, err := config.Parse("base.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = config.ParseRequestJobs("body", []byte("jobs:\n  - name: a\n    schedule: '@hourly'\n    relay:\n      nats: {url: 'nats://h:4222', subject: t}\n"), base)
+	if err == nil || !strings.Contains(err.Error(), "body:5: jobs[0] (a).relay.nats: is for jobs of the configuration file only") {
+		t.Errorf("a request's nats relay: %v", err)
+	}
+}

@@ -50,6 +50,7 @@ func (w *Worker) execute(h *held, storeNow time.Time) {
 	task := taskOf(d)
 	actx, attemptEnd := w.attemptStart(ctx, task)
 	hctx, rep := withReporter(actx)
+	hctx = context.WithValue(hctx, missedKey{}, func(reason string) { w.m.missedTicks(j.prefer, reason).Inc() })
 	start := w.clock.Now()
 	err := call(hctx, j.h, task)
 	elapsed := w.clock.Since(start)

@@ -84,7 +84,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"op"}),
 		missed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "worker_missed_ticks_total",
-			Help: "Slots this worker skipped without running them, by the job's preference and the reason (overlap: a run of the job was in flight). A fleet total, summed with scheduler_missed_ticks_total by the missed-ticks alert.",
+			Help: "Slots this worker skipped without running them, by the job's preference and the reason (overlap: a run of the job was in flight; takeover: a taken-over tick dropped rather than done twice, see Missed). A fleet total, summed with scheduler_missed_ticks_total by the missed-ticks alert.",
 		}, []string{"prefer", "reason"}),
 		series: map[string]*jobSeries{},
 	}
@@ -93,6 +93,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, p := range []onetick.Prefer{onetick.PreferMissed, onetick.PreferDuplicate} {
 		m.missed.WithLabelValues(string(p), ReasonOverlap)
 	}
+	m.missed.WithLabelValues(string(onetick.PreferMissed), ReasonTakeover)
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.runs, m.duration, m.reclaimed, m.inFlight, m.waiting,
 			m.delay, m.promoted, m.storeErrs, m.missed} {

@@ -159,8 +159,9 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 
 	var w *worker.Worker
 	var rt *runtimeRuns
+	closeRelays := func() {}
 	if f.Role != config.RoleScheduler {
-		if w, rt, err = buildWorker(f, h, *replica, base.With("replica", *replica), reg, tr.onAttempt()); err != nil {
+		if w, rt, closeRelays, err = buildWorker(f, h, *replica, base.With("replica", *replica), reg, tr.onAttempt()); err != nil {
 			return err
 		}
 	}
@@ -214,6 +215,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer closeRelays()
 				if err := w.Run(runCtx); err != nil {
 					log.Error("worker stopped", "err", err)
 				}

@@ -17,7 +17,9 @@ func RelayRefused(t onetick.Tick, relays string) *onetick.DamageError {
 }
 
 func relayRefused(job string, r *onetick.Relay, relays string) *onetick.DamageError {
-	if r == nil || r.Kind == relays {
+	if !r.InClaim() || r.Kind == relays {
+		// No relay, a relay the store hands, or NATS (its ticks go to the
+		// stream; the worker's relay consumer publishes them).
 		return nil
 	}
 	return &onetick.DamageError{Kind: onetick.DamageType, Key: "relay", Field: r.Kind, Job: job,
@@ -28,7 +30,7 @@ func relayRefused(job string, r *onetick.Relay, relays string) *onetick.DamageEr
 // RelayDetail is the detail of a relayed tick's enqueued event in the
 // ledger: where the claim handed it.
 func RelayDetail(t onetick.Tick) string {
-	if t.Relay == nil {
+	if !t.Relay.InClaim() {
 		return ""
 	}
 	return "relayed to " + t.Relay.Kind
