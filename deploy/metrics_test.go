@@ -15,6 +15,7 @@ import (
 	"github.com/onetick/onetick/cron"
 	"github.com/onetick/onetick/internal/cli"
 	"github.com/onetick/onetick/memory"
+	"github.com/onetick/onetick/relay/natsrelay"
 	"github.com/onetick/onetick/worker"
 )
 
@@ -40,6 +41,10 @@ func exported(t *testing.T) map[string]bool {
 	s.Metrics().JobDeliveryErrors.WithLabelValues("a")
 	// A replica that works registers the worker's series too.
 	if _, err := worker.New(worker.Config{Store: memory.New(memory.Options{}).WorkerStore(""), Registerer: reg}); err != nil {
+		t.Fatal(err)
+	}
+	// And, with a NATS relay job, the relay consumer's.
+	if _, err := natsrelay.NewMetrics(reg); err != nil {
 		t.Fatal(err)
 	}
 	mfs, err := reg.Gather()
@@ -288,8 +293,8 @@ func TestAlertRulesNameExportedMetrics(t *testing.T) {
 			qs = append(qs, query{"alert " + r.Alert + r.Record, r.Expr})
 		}
 	}
-	if len(qs) < 13 {
-		t.Fatalf("%d rules read, want the 13 shipped", len(qs))
+	if len(qs) < 14 {
+		t.Fatalf("%d rules read, want the 14 shipped", len(qs))
 	}
 	for _, p := range unknownMetrics(qs, exported(t)) {
 		t.Error(p)
