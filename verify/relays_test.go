@@ -129,7 +129,7 @@ func relayJobsYAML(relay, prefer string) string {
 // runRelayFaults starts three replicas, kills the leader with SIGKILL
 // (and starts a replacement), redeploys every replica in turn, then
 // judges what the consumer counted.
-func runRelayFaults(t *testing.T, f *Fleet, c *tickCounter, relay, prefers, expectMissed string) {
+func runRelayFaults(t *testing.T, scenario string, f *Fleet, c *tickCounter, relay, prefers, expectMissed string) {
 	n := 0
 	start := func() *Replica { n++; return f.Start(fmt.Sprintf("r%d", n)) }
 	for i := 0; i < 3; i++ {
@@ -172,6 +172,10 @@ func runRelayFaults(t *testing.T, f *Fleet, c *tickCounter, relay, prefers, expe
 	if twice != 0 {
 		t.Errorf("%s: %d slots received twice, want 0", relay, twice)
 	}
+	AddRow(t, &Row{Scenario: scenario, Runs: 4, Duplicates: twice,
+		Missed:    fmt.Sprintf("%d of %d slots in %s (expected %s)", missed, relayJobs*int(window/time.Second), window, expectMissed),
+		TimeLabel: "takeover after kill -9", Times: []time.Duration{takeover},
+		Notes: []string{fmt.Sprintf("%s: 1 kill -9 of the leader + 3 rolling restarts; counted by the relay's consumer: %d received, %d twice", relay, received, twice)}})
 }
 
 // relayFigures are the rows the relay scenarios print at the end.
@@ -184,7 +188,8 @@ func logRelayFigures(t *testing.T) {
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func TestRelayAsynq(t *testing.T) {
-	Scenario(t, "relay: asynq, kill -9 of the leader and a rolling deploy")
+	const scenario = "relay: asynq, kill -9 of the leader and a rolling deploy"
+	Scenario(t, scenario)
 	srv := StartRedis(t, redistest.AppendOnly())
 	yaml := withJobs(configYAML, relayJobsYAML("{asynq: {queue: relay, type: tick}}", ""))
 	f := NewFleetWith(t, "relay-asynq", srv, yaml)
@@ -205,7 +210,7 @@ func TestRelayAsynq(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(as.Shutdown)
-	runRelayFaults(t, f, c, "asynq", "5 missed (grace 6s), 5 duplicate", "0 (takeover < grace)")
+	runRelayFaults(t, scenario, f, c, "asynq", "5 missed (grace 6s), 5 duplicate", "0 (takeover < grace)")
 	logRelayFigures(t)
 }
 
@@ -225,7 +230,8 @@ func (w relayTickWorker) Work(ctx context.Context, j *river.Job[relayTickArgs]) 
 }
 
 func TestRelayRiver(t *testing.T) {
-	Scenario(t, "relay: River, kill -9 of the leader and a rolling deploy")
+	const scenario = "relay: River, kill -9 of the leader and a rolling deploy"
+	Scenario(t, scenario)
 	ctx := context.Background()
 	url := pgtest.URL()
 	rs := fmt.Sprintf("verify_river_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
@@ -264,12 +270,13 @@ func TestRelayRiver(t *testing.T) {
 		y = strings.Replace(y, "\n    schema: ", "\n    river_schema: "+rs+"\n    schema: ", 1)
 		return withJobs(y, jobs)
 	})
-	runRelayFaults(t, p.Fleet, c, "River", "5 missed (grace 6s), 5 duplicate", "0 (takeover < grace)")
+	runRelayFaults(t, scenario, p.Fleet, c, "River", "5 missed (grace 6s), 5 duplicate", "0 (takeover < grace)")
 	logRelayFigures(t)
 }
 
 func TestRelayNATS(t *testing.T) {
-	Scenario(t, "relay: NATS JetStream, kill -9 of the leader and a rolling deploy")
+	const scenario = "relay: NATS JetStream, kill -9 of the leader and a rolling deploy"
+	Scenario(t, scenario)
 	ctx := context.Background()
 	nc, err := nats.Connect("nats://127.0.0.1:4222")
 	if err != nil {
@@ -308,6 +315,6 @@ func TestRelayNATS(t *testing.T) {
 	srv := StartRedis(t)
 	relay := fmt.Sprintf("{nats: {url: \"nats://127.0.0.1:4222\", subject: %s, stream: %s}}", subject, name)
 	f := NewFleetWith(t, "relay-nats", srv, withJobs(configYAML, relayJobsYAML(relay, "duplicate")))
-	runRelayFaults(t, f, c, "NATS JetStream", "10 duplicate (window 2m)", "0")
+	runRelayFaults(t, scenario, f, c, "NATS JetStream", "10 duplicate (window 2m)", "0")
 	logRelayFigures(t)
 }
