@@ -58,7 +58,9 @@ func (c *tickCounter) add(job string, slot int64) {
 // and slots missed between from and to: each job's slots there are a
 // 1-second grid, so a slot is missed when the grid from the job's first
 // received slot at or after from to its last at or before to has a hole.
-func (c *tickCounter) judge(from, to time.Time) (received, twice, missed int, holes []string) {
+// dupMissed is the part of missed of prefer: duplicate jobs, which must
+// miss none.
+func (c *tickCounter) judge(from, to time.Time) (received, twice, missed, dupMissed int, holes []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	lo, hi := from.UnixMilli(), to.UnixMilli()
@@ -75,18 +77,40 @@ func (c *tickCounter) judge(from, to time.Time) (received, twice, missed int, ho
 		}
 		if len(in) == 0 {
 			missed += int((hi - lo) / 1000)
+			dupMissed += dupOnly(job, int((hi-lo)/1000))
 			holes = append(holes, job+": none in the window")
 			continue
 		}
 		sort.Slice(in, func(i, j int) bool { return in[i] < in[j] })
+		// Holes at the window's edges: the grid has a slot within every
+		// second of it.
+		if gap := int((in[0] - lo) / 1000); gap > 0 {
+			missed += gap
+			dupMissed += dupOnly(job, gap)
+			holes = append(holes, fmt.Sprintf("%s: %d at the window's start", job, gap))
+		}
+		if gap := int((hi - in[len(in)-1]) / 1000); gap > 0 {
+			missed += gap
+			dupMissed += dupOnly(job, gap)
+			holes = append(holes, fmt.Sprintf("%s: %d at the window's end", job, gap))
+		}
 		for i := 1; i < len(in); i++ {
 			if gap := int((in[i] - in[i-1]) / 1000); gap > 1 {
 				missed += gap - 1
+				dupMissed += dupOnly(job, gap-1)
 				holes = append(holes, fmt.Sprintf("%s: %d after %s", job, gap-1, time.UnixMilli(in[i-1]).UTC().Format("15:04:05")))
 			}
 		}
 	}
 	return
+}
+
+// dupOnly is n for a prefer: duplicate job (named by relayJobsYAML), else 0.
+func dupOnly(job string, n int) int {
+	if strings.HasSuffix(job, "-duplicate") {
+		return n
+	}
+	return 0
 }
 
 // upTo reports whether every job has a slot at or after t.
@@ -163,7 +187,7 @@ func runRelayFaults(t *testing.T, scenario string, f *Fleet, c *tickCounter, rel
 	if !Poll(30*time.Second, 100*time.Millisecond, func() bool { return c.upTo(to) }) {
 		t.Errorf("the consumer did not receive every job's slots up to %s within 30s", to.UTC().Format(time.RFC3339))
 	}
-	received, twice, missed, holes := c.judge(from, to)
+	received, twice, missed, dupMissed, holes := c.judge(from, to)
 	window := to.Sub(from).Round(time.Second)
 	t.Logf("%s: window %s, %d jobs, received %d, twice %d, missed %d %v, takeover after kill -9 %s",
 		relay, window, relayJobs, received, twice, missed, holes, takeover.Round(10*time.Millisecond))
@@ -171,6 +195,9 @@ func runRelayFaults(t *testing.T, scenario string, f *Fleet, c *tickCounter, rel
 		relay, prefers, window, relayJobs, received, twice, missed, expectMissed, takeover.Round(10*time.Millisecond)))
 	if twice != 0 {
 		t.Errorf("%s: %d slots received twice, want 0", relay, twice)
+	}
+	if dupMissed != 0 {
+		t.Errorf("%s: %d slots of prefer: duplicate jobs missed, want 0 (%v)", relay, dupMissed, holes)
 	}
 	AddRow(t, &Row{Scenario: scenario, Runs: 4, Duplicates: twice,
 		Missed:    fmt.Sprintf("%d of %d slots in %s (expected %s)", missed, relayJobs*int(window/time.Second), window, expectMissed),
@@ -283,6 +310,7 @@ func TestRelayNATS(t *testing.T) {
 		t.Skipf("no nats-server on 127.0.0.1:4222: %v", err)
 	}
 	t.Cleanup(nc.Close)
+	t.Logf("nats-server %s", nc.ConnectedServerVersion())
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
