@@ -3,9 +3,10 @@
 # start their own on free ports), promtool (alert rule tests), chromium
 # (the status page is tested in headless Chromium) and PostgreSQL (the
 # postgres backend's tests use the server on 127.0.0.1:5432 with trust
-# authentication for user postgres), from Debian's packages; then starts
-# the PostgreSQL cluster when it is not running. Idempotent; prints what it
-# does.
+# authentication for user postgres) and nats-server (the JetStream
+# relay's tests use a server with JetStream on 127.0.0.1:4222), from
+# Debian's packages; then starts the PostgreSQL cluster and nats-server
+# when they are not running. Idempotent; prints what it does.
 set -euo pipefail
 
 need=()
@@ -14,6 +15,7 @@ command -v promtool >/dev/null 2>&1 || [ -x /usr/bin/promtool ] || need+=(promet
 # Without recommends Chromium brings no font; DejaVu gives the page's
 # screenshots legible text on a bare machine.
 command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-dejavu-core)
+command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || need+=(nats-server)
 pg_new=false
 if ! ls -d /etc/postgresql/*/main >/dev/null 2>&1; then
   need+=(postgresql)
@@ -43,8 +45,27 @@ start_postgres() {
   fi
 }
 
+# start_nats starts nats-server with JetStream on 127.0.0.1:4222 unless
+# something answers there.
+start_nats() {
+  if (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; then return 0; fi
+  local bin dir
+  bin=$(command -v nats-server || echo /usr/sbin/nats-server)
+  dir=${TMPDIR:-/tmp}/onetick-nats-js
+  mkdir -p "$dir"
+  echo "install-deps: starting nats-server with JetStream on 127.0.0.1:4222 (store $dir)"
+  setsid "$bin" -a 127.0.0.1 -p 4222 -js -sd "$dir" -l "$dir/nats-server.log" </dev/null >/dev/null 2>&1 &
+  for _ in $(seq 1 100); do
+    if (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "install-deps: nats-server did not listen on 127.0.0.1:4222 (see $dir/nats-server.log)" >&2
+  exit 1
+}
+
 if [ ${#need[@]} -eq 0 ]; then
   start_postgres
+  start_nats
   exit 0
 fi
 echo "install-deps: installing ${need[*]}"
@@ -62,3 +83,4 @@ command -v redis-server >/dev/null
 command -v promtool >/dev/null
 command -v chromium >/dev/null
 start_postgres
+start_nats

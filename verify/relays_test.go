@@ -307,7 +307,7 @@ func TestRelayNATS(t *testing.T) {
 	ctx := context.Background()
 	nc, err := nats.Connect("nats://127.0.0.1:4222")
 	if err != nil {
-		t.Skipf("no nats-server on 127.0.0.1:4222: %v", err)
+		t.Fatalf("no nats-server on 127.0.0.1:4222 (scripts/install-deps.sh starts one): %v", err)
 	}
 	t.Cleanup(nc.Close)
 	t.Logf("nats-server %s", nc.ConnectedServerVersion())
