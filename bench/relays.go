@@ -89,13 +89,43 @@ func (e *env) relayAsynq(ctx context.Context, warm, win time.Duration) relayResu
 		return relayResult{err: err}
 	}
 	defer srv.Shutdown()
-	sch, err := startOnetick(e.srv, 0, otOptions{jobs: relayJobsOf(&onetick.Relay{Kind: onetick.RelayAsynq, Type: relayType}), logs: e.ot.c}, nil)
+	// Not startOnetick: its gated wrapper hides the store's Relayer, and
+	// the scheduler would refuse the relay.
+	c := e.srv.newClient(nil)
+	defer c.Close()
+	stop, err := e.runScheduler(ctx, otredis.New(c, otredis.Options{Prefix: otPrefix}),
+		relayJobsOf(&onetick.Relay{Kind: onetick.RelayAsynq, Type: relayType}))
 	if err != nil {
 		return relayResult{err: err}
 	}
 	from, to := relayWindow(warm, win)
-	sch.stop()
+	if err := stop(); err != nil {
+		return relayResult{err: err}
+	}
 	return relayOutcome(r, from, to)
+}
+
+// runScheduler runs one scheduler replica of jobs on be; stop ends it and
+// returns Run's error (nil when it ended by stop).
+func (e *env) runScheduler(ctx context.Context, be onetick.Backend, jobs []onetick.Job) (stop func() error, err error) {
+	s, err := onetick.New(onetick.Config{Backend: be, Replica: "r0", Logger: slog.New(e.ot.c), Jobs: jobs})
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(sctx) }()
+	return func() error {
+		select {
+		case err := <-done: // it ended before stop: refused, or failed
+			cancel()
+			return fmt.Errorf("scheduler ended early: %v", err)
+		default:
+		}
+		cancel()
+		<-done
+		return nil
+	}, nil
 }
 
 // riverRelayArgs is the River job onetick inserts.
@@ -155,18 +185,13 @@ func (e *env) relayRiver(ctx context.Context, pg pgAdmin, warm, win time.Duratio
 	if err := be.Migrate(ctx); err != nil {
 		return relayResult{err: err}
 	}
-	s, err := onetick.New(onetick.Config{Backend: be, Replica: "r0", Logger: slog.New(e.ot.c),
-		Jobs: relayJobsOf(&onetick.Relay{Kind: onetick.RelayRiver, Type: relayType})})
+	stop, err := e.runScheduler(ctx, be, relayJobsOf(&onetick.Relay{Kind: onetick.RelayRiver, Type: relayType}))
 	if err != nil {
 		return relayResult{err: err}
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(sctx) }()
 	from, to := relayWindow(warm, win)
-	cancel()
-	if err := <-done; err != nil && ctx.Err() == nil && !strings.Contains(err.Error(), "context canceled") {
-		return relayResult{err: fmt.Errorf("scheduler: %w", err)}
+	if err := stop(); err != nil {
+		return relayResult{err: err}
 	}
 	return relayOutcome(r, from, to)
 }
