@@ -204,22 +204,11 @@ func (e *env) relayNATS(ctx context.Context, warm, win time.Duration) relayResul
 	if err := e.adm.flush(ctx); err != nil {
 		return relayResult{err: err}
 	}
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		return relayResult{err: fmt.Errorf("nats-server on %s: %w", natsURL, err)}
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
+	js, st, name, subject, done, err := benchStream(ctx, "RELAY")
 	if err != nil {
 		return relayResult{err: err}
 	}
-	id := time.Now().UnixNano()
-	name, subject := fmt.Sprintf("BENCH_RELAY_%d", id), fmt.Sprintf("benchrelay%d", id)
-	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Storage: jetstream.MemoryStorage})
-	if err != nil {
-		return relayResult{err: err}
-	}
-	defer func() { _ = js.DeleteStream(context.Background(), name) }()
+	defer done()
 	r := newRecorder(relayJobs * int((warm+win)/time.Second+8))
 	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy})
 	if err != nil {
@@ -332,4 +321,26 @@ func (e *env) relaysSection(ctx context.Context) (string, error) {
 			fmtDur(pct(r.res.ds, 50)), fmtDur(pct(r.res.ds, 99)), fmtDur(r.res.ds[len(r.res.ds)-1]), fmtBurst(bursts[i]))
 	}
 	return b.String(), nil
+}
+
+// benchStream connects to nats-server and makes a fresh memory stream
+// BENCH_<tag>_<n> on its own subject; done deletes it and disconnects.
+func benchStream(ctx context.Context, tag string) (jetstream.JetStream, jetstream.Stream, string, string, func(), error) {
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		return nil, nil, "", "", nil, fmt.Errorf("nats-server on %s: %w", natsURL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, "", "", nil, err
+	}
+	id := time.Now().UnixNano()
+	name, subject := fmt.Sprintf("BENCH_%s_%d", tag, id), fmt.Sprintf("bench%s%d", strings.ToLower(tag), id)
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Storage: jetstream.MemoryStorage})
+	if err != nil {
+		nc.Close()
+		return nil, nil, "", "", nil, err
+	}
+	return js, st, name, subject, func() { _ = js.DeleteStream(context.Background(), name); nc.Close() }, nil
 }

@@ -11,9 +11,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/onetick/onetick"
 	otpostgres "github.com/onetick/onetick/postgres"
 	otredis "github.com/onetick/onetick/redis"
@@ -127,22 +124,11 @@ func (e *env) burstNATS(ctx context.Context) burstResult {
 	if err := e.adm.flush(ctx); err != nil {
 		return burstResult{err: err}
 	}
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		return burstResult{err: fmt.Errorf("nats-server on %s: %w", natsURL, err)}
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
+	js, st, name, subject, done, err := benchStream(ctx, "BURST")
 	if err != nil {
 		return burstResult{err: err}
 	}
-	id := time.Now().UnixNano()
-	name, subject := fmt.Sprintf("BENCH_BURST_%d", id), fmt.Sprintf("benchburst%d", id)
-	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Storage: jetstream.MemoryStorage})
-	if err != nil {
-		return burstResult{err: err}
-	}
-	defer func() { _ = js.DeleteStream(context.Background(), name) }()
+	defer done()
 	c := e.srv.newClient(nil)
 	defer c.Close()
 	be := otredis.New(c, otredis.Options{Prefix: otPrefix})
