@@ -179,7 +179,7 @@ func testCatchUpInOrder(t *testing.T, env Env) {
 	var names []string
 	var inProc []*member
 	for i := range 3 {
-		s := spec(name("w"), job)
+		s := calm(spec(name("w"), job))
 		// One handler each: the batch is spread over the workers.
 		s.Concurrency = 1
 		names = append(names, s.Consumer)
