@@ -117,8 +117,11 @@ func (e Event) String() string {
 			kv(k, strconv.FormatInt(v, 10))
 		}
 	}
-	kv("fault", e.Fault)
-	kv("phase", e.Phase)
+	for _, v := range []string{e.Fault, e.Phase} {
+		if v != "" {
+			b.WriteString(" " + v)
+		}
+	}
 	kv("target", e.Target)
 	kv("store", e.Store)
 	num("seed", e.Seed)
@@ -126,10 +129,6 @@ func (e Event) String() string {
 		kv("jobs", strconv.Itoa(len(e.Jobs)))
 	}
 	kv("replica", e.Replica)
-	num("epoch", e.Epoch)
-	if !e.TrustUntil.IsZero() {
-		kv("trust_until", clock(e.TrustUntil))
-	}
 	kv("job", e.Job)
 	if e.Slot != 0 {
 		kv("slot", clock(time.UnixMilli(e.Slot)))
@@ -138,6 +137,10 @@ func (e Event) String() string {
 		kv("tick", e.Tick)
 	}
 	kv("entry", e.Entry)
+	num("epoch", e.Epoch)
+	if !e.TrustUntil.IsZero() {
+		kv("trust_until", clock(e.TrustUntil))
+	}
 	num("attempt", int64(e.Attempt))
 	kv("worker", e.Worker)
 	num("pid", int64(e.PID))
