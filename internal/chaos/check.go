@@ -123,6 +123,10 @@ type JobTotals struct {
 	MissedCounted float64 // the job's counters' sum
 }
 
+// MaxSlots is the most expected slots of one job the checker lists (a
+// job every second for eleven days).
+const MaxSlots = 1_000_000
+
 // MissedCounter is the counter the missed rule sums.
 const MissedCounter = "scheduler_missed_ticks_total"
 
@@ -221,6 +225,11 @@ func (h *history) header() {
 			if e.Bounds != nil {
 				h.bounds = *e.Bounds
 			}
+			if h.bounds.MaxSkew < 0 || h.bounds.Settle < 0 || h.bounds.Settle > 24*time.Hour {
+				h.violation(Finding{Kind: VHistory, T: e.T, Events: []int{i},
+					Desc: fmt.Sprintf("bounds out of range: max skew %v, settle %v (0 to 24h)", h.bounds.MaxSkew, h.bounds.Settle)})
+				h.bounds.MaxSkew, h.bounds.Settle = max(h.bounds.MaxSkew, 0), min(max(h.bounds.Settle, 0), 24*time.Hour)
+			}
 			for _, j := range e.Jobs {
 				switch {
 				case j.Name == "" || j.Every < time.Millisecond || j.From == 0:
@@ -246,6 +255,20 @@ func (h *history) header() {
 		}
 	}
 	h.rep.Bounds, h.rep.End = h.bounds, h.end
+	// A job whose slots cannot be listed (a first slot years before the
+	// end, say) is a history problem, not a reason to loop for hours.
+	var keep []string
+	for _, name := range h.order {
+		j := h.jobs[name]
+		if n := (float64(h.end.Add(-h.bounds.Settle).UnixMilli())-float64(j.From))/float64(j.Every.Milliseconds()) + 1; h.hasEnd && n > MaxSlots {
+			h.violation(Finding{Kind: VHistory, Job: name, T: h.rep.Start, Events: []int{runAt},
+				Desc: fmt.Sprintf("job %q expects %.0f slots (from %d every %v), more than %d: a wrong first slot or period?", name, n, j.From, j.Every, MaxSlots)})
+			delete(h.jobs, name)
+			continue
+		}
+		keep = append(keep, name)
+	}
+	h.order = keep
 	if runAt < 0 {
 		h.violation(Finding{Kind: VHistory, Desc: "no run event: the jobs and bounds are unknown, slots cannot be judged"})
 	}

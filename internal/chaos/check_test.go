@@ -379,3 +379,19 @@ func TestPrint(t *testing.T) {
 		t.Fatalf("clean report:\n%s", b.String())
 	}
 }
+
+func TestTooManySlots(t *testing.T) {
+	h := clean()
+	h.jobs = append(h.jobs, JobSpec{Name: "epoch", Every: time.Millisecond, Prefer: "duplicate", From: 1})
+	r := Check(h.events())
+	wantOnly(t, r, []string{VHistory}, none)
+	if !strings.Contains(r.Violations[0].Desc, "more than 1000000") {
+		t.Fatalf("violation %+v", r.Violations[0])
+	}
+}
+
+func TestBadBounds(t *testing.T) {
+	h := clean()
+	h.bounds.Settle = -time.Hour
+	wantOnly(t, Check(h.events()), []string{VHistory}, none)
+}
