@@ -116,6 +116,9 @@ type JobTotals struct {
 	Expected int
 	Enqueued int // expected slots enqueued
 	Ran      int // expected slots with a run started (jobs with Run)
+	// Completed are expected slots with a run_end OK (jobs with Run); a
+	// slot run but never completed is counted here, not judged.
+	Completed int
 	// Missing are expected slots without an enqueue (or, with Run, without
 	// a run, for prefer: duplicate).
 	Missing       int
@@ -150,6 +153,7 @@ type history struct {
 	enq       map[string][]int // tick -> its distinct enqueue observations
 	asyncLost map[string]bool  // ticks enqueued twice across a failover (AsyncLoss)
 	runs      map[string][]int // tick -> its run_start events
+	completed map[string]bool  // ticks with a run_end OK
 }
 
 // fault is a fault's active interval; an instantaneous fault (no end

@@ -17,6 +17,9 @@ func TestCleanHistoryPasses(t *testing.T) {
 	if tt.SlotsExpected != 24 || tt.Enqueued != 24 || tt.RunsStarted != 8 || tt.RunsOK != 8 || tt.Acquired != 1 || tt.MaxEpoch != 7 {
 		t.Fatalf("totals %+v", tt)
 	}
+	if r.Jobs[0].Completed != 8 || r.Jobs[0].Ran != 8 {
+		t.Fatalf("dup: %+v", r.Jobs[0])
+	}
 	for _, j := range r.Jobs {
 		if j.Expected != 8 || j.Missing != 0 {
 			t.Errorf("job %s: %+v", j.Name, j)
@@ -316,6 +319,9 @@ func TestHistoryProblems(t *testing.T) {
 		h := clean()
 		h.jobs = append(h.jobs, JobSpec{Name: "bad", Prefer: "missed", From: 1})
 		wantOnly(t, Check(h.events()), []string{VHistory}, none)
+	})
+	t.Run("a run without a job or tick", func(t *testing.T) {
+		wantOnly(t, Check(clean().add(Event{T: at(time.Second), Kind: KindRunStart, Worker: "r2"}).events()), []string{VHistory}, none)
 	})
 	t.Run("an enqueue without a job", func(t *testing.T) {
 		wantOnly(t, Check(clean().add(Event{T: at(time.Second), Kind: KindEnqueue}).events()), []string{VHistory}, none)

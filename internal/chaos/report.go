@@ -34,13 +34,13 @@ func (r Report) Print(w io.Writer, o PrintOptions) error {
 	p.f("missed: %d missed events, counters %s sum to %g\n", t.MissedEvents, MissedCounter, t.MissedCounted)
 	p.f("leadership: %d acquired, highest epoch %d\n", t.Acquired, t.MaxEpoch)
 	if len(r.Jobs) > 0 {
-		p.f("jobs:\n  %-20s %-9s %8s %4s %8s %8s %8s %8s %8s %8s\n", "job", "prefer", "every", "run", "expected", "enqueued", "ran", "missing", "missed", "counted")
+		p.f("jobs:\n  %-20s %-9s %8s %4s %8s %8s %8s %8s %8s %8s %8s\n", "job", "prefer", "every", "run", "expected", "enqueued", "ran", "done", "missing", "missed", "counted")
 		for _, j := range r.Jobs {
-			ran := "-"
+			ran, done := "-", "-"
 			if j.Run {
-				ran = strconv.Itoa(j.Ran)
+				ran, done = strconv.Itoa(j.Ran), strconv.Itoa(j.Completed)
 			}
-			p.f("  %-20s %-9s %8v %4v %8d %8d %8s %8d %8d %8g\n", j.Name, j.Prefer, j.Every, j.Run, j.Expected, j.Enqueued, ran, j.Missing, j.MissedEvents, j.MissedCounted)
+			p.f("  %-20s %-9s %8v %4v %8d %8d %8s %8s %8d %8d %8g\n", j.Name, j.Prefer, j.Every, j.Run, j.Expected, j.Enqueued, ran, done, j.Missing, j.MissedEvents, j.MissedCounted)
 		}
 	}
 	if len(r.Documented) > 0 {

@@ -76,10 +76,18 @@ func (h *history) checkTicks() {
 // case.
 func (h *history) checkRuns() {
 	t := &h.rep.Totals
-	h.runs = map[string][]int{}
+	h.runs, h.completed = map[string][]int{}, map[string]bool{}
 	endOf := map[int]int{}    // run_start -> its run_end
 	oks := map[string][]int{} // tick -> its run_end OK events
 	for i, e := range h.ev {
+		switch e.Kind {
+		case KindRunStart, KindRunEnd:
+			if slotKey(e) == "" {
+				h.violation(Finding{Kind: VHistory, T: e.T, Events: []int{i},
+					Desc: "a " + e.Kind + " event without job and slot or tick id"})
+				continue
+			}
+		}
 		switch e.Kind {
 		case KindRunStart:
 			t.RunsStarted++
@@ -88,6 +96,7 @@ func (h *history) checkRuns() {
 			t.RunsFinished++
 			k := slotKey(e)
 			if e.OK != nil && *e.OK {
+				h.completed[k] = true
 				t.RunsOK++
 				oks[k] = append(oks[k], i)
 			}
@@ -207,6 +216,9 @@ func (h *history) checkSlots() {
 			}
 			if ran {
 				jt.Ran++
+			}
+			if h.completed[k] {
+				jt.Completed++
 			}
 			if gone {
 				jt.MissedEvents++
