@@ -101,8 +101,8 @@ type Totals struct {
 	Retries       int
 	Reruns        int
 	SlotsExpected int
-	// MissedEvents are the missed events; MissedCounted the sum of the
-	// scheduler_missed_ticks_total counters.
+	// MissedEvents are the missed events; MissedCounted the jobs' missed
+	// counters summed (see the package documentation).
 	MissedEvents  int
 	MissedCounted float64
 	Acquired      int
@@ -114,7 +114,7 @@ type Totals struct {
 type JobTotals struct {
 	JobSpec
 	Expected int
-	Enqueued int // expected slots enqueued
+	Enqueued int // expected slots the scheduler enqueued (not a backfill)
 	Ran      int // expected slots with a run started (jobs with Run)
 	// Completed are expected slots with a run_end OK (jobs with Run); a
 	// slot run but never completed is counted here, not judged.
@@ -130,8 +130,12 @@ type JobTotals struct {
 // job every second for eleven days).
 const MaxSlots = 1_000_000
 
-// MissedCounter is the counter the missed rule sums.
-const MissedCounter = "scheduler_missed_ticks_total"
+// The counters the missed rule sums: the per-job one, or the one by
+// preference when it carries the job (the larger sum counts).
+const (
+	MissedCounter    = "scheduler_missed_ticks_total"
+	JobMissedCounter = "scheduler_job_missed_ticks_total"
+)
 
 // Store faults that can fail the store over, and so lose acknowledged
 // writes under Bounds.AsyncLoss.
@@ -151,6 +155,7 @@ type history struct {
 	rep    *Report
 
 	enq       map[string][]int // tick -> its distinct enqueue observations
+	sched     map[string]bool  // ticks the scheduler enqueued (TickKind empty)
 	asyncLost map[string]bool  // ticks enqueued twice across a failover (AsyncLoss)
 	runs      map[string][]int // tick -> its run_start events
 	completed map[string]bool  // ticks with a run_end OK
@@ -193,7 +198,7 @@ func Check(events []Event) Report {
 // normalize fills Job and Slot from a scheduled tick's id when the
 // runner gave only the id.
 func normalize(e Event) Event {
-	if e.Tick == "" || (e.Job != "" && e.Slot != 0) {
+	if e.Tick == "" || (e.Job != "" && e.Slot != 0) || e.TickKind == "trigger" {
 		return e
 	}
 	i := strings.LastIndexByte(e.Tick, ':')
@@ -418,12 +423,26 @@ func absDur(d time.Duration) time.Duration {
 }
 
 // slotKey is the identity of a tick: job and slot for a scheduled or
-// backfilled tick, the tick id for a trigger.
+// backfilled tick, the tick id for a trigger (or any id not of the form
+// "job:slot").
 func slotKey(e Event) string {
+	if e.Tick != "" && (e.TickKind == "trigger" || !scheduledID(e.Tick)) {
+		return e.Tick
+	}
 	if e.Slot != 0 {
 		return e.Job + ":" + strconv.FormatInt(e.Slot, 10)
 	}
 	return e.Tick
+}
+
+// scheduledID reports whether a tick id has the form "job:slot".
+func scheduledID(id string) bool {
+	i := strings.LastIndexByte(id, ':')
+	if i <= 0 {
+		return false
+	}
+	_, err := strconv.ParseInt(id[i+1:], 10, 64)
+	return err == nil
 }
 
 // expected returns a job's expected slots: From, From+Every, ... up to

@@ -244,9 +244,15 @@ func TestTrustOverlap(t *testing.T) {
 		h := stopRenewing(takeover()).add(Event{T: at(4400 * time.Millisecond), Kind: KindLeader, Phase: "lost", Replica: "r1"})
 		wantOnly(t, Check(h.events()), none, none)
 	})
-	t.Run("the old leader killed first", func(t *testing.T) {
-		h := stopRenewing(takeover()).add(Event{T: at(4400 * time.Millisecond), Kind: KindFault, Fault: "kill9", Phase: "start", Target: "r1"})
-		wantOnly(t, Check(h.events()), none, none)
+	for _, f := range []string{"kill9", "worker-kill"} {
+		t.Run("the old leader killed first: "+f, func(t *testing.T) {
+			h := stopRenewing(takeover()).add(Event{T: at(4400 * time.Millisecond), Kind: KindFault, Fault: f, Phase: "start", Target: "r1"})
+			wantOnly(t, Check(h.events()), none, none)
+		})
+	}
+	t.Run("another replica killed", func(t *testing.T) {
+		h := stopRenewing(takeover()).add(Event{T: at(4400 * time.Millisecond), Kind: KindFault, Fault: "kill9", Phase: "start", Target: "r3"})
+		wantOnly(t, Check(h.events()), []string{VTrustOverlap}, none)
 	})
 	t.Run("the old leader's trust ran out first", func(t *testing.T) {
 		h := clean().drop(func(e Event) bool { return e.Replica == "r1" && e.Phase == "renewed" && e.T.After(at(time.Second)) })
@@ -403,5 +409,86 @@ func TestBadBounds(t *testing.T) {
 	// Judged with Settle 0: the slots at t0+9s and t0+10s are missing too.
 	if r.OK() || r.Violations[0].Kind != VHistory || !strings.Contains(r.Violations[0].Desc, "bounds out of range") {
 		t.Fatalf("violations %q: %+v", kinds(r.Violations), r.Violations[0])
+	}
+}
+
+func TestBackfillsAndTriggers(t *testing.T) {
+	slot := ms(3 * time.Second)
+	backfill := func(job string) Event {
+		return Event{T: at(6 * time.Second), Kind: KindEnqueue, Job: job, Slot: slot, Tick: job + ":" + itoa(slot), Entry: "bf", TickKind: "backfill"}
+	}
+	t.Run("a backfill enqueues a fired slot again", func(t *testing.T) {
+		r := Check(clean().add(backfill("dupq")).events())
+		wantOnly(t, r, []string{VEnqueuedTwice}, none)
+		if !strings.Contains(r.Violations[0].Desc, `"bf" (backfill`) {
+			t.Fatalf("violation %+v", r.Violations[0])
+		}
+	})
+	lost := func(job string) func(Event) bool {
+		return func(e Event) bool { return e.Job == job && e.Slot == slot }
+	}
+	t.Run("a duplicate slot only a backfill enqueued", func(t *testing.T) {
+		r := Check(clean().drop(lost("dupq")).add(backfill("dupq")).events())
+		wantOnly(t, r, []string{VNeverRun}, none)
+		if !strings.Contains(r.Violations[0].Desc, "only by a backfill") {
+			t.Fatalf("violation %+v", r.Violations[0])
+		}
+	})
+	t.Run("a run job's slot only a backfill enqueued, then run", func(t *testing.T) {
+		h := clean().drop(lost("dup")).add(backfill("dup"),
+			Event{T: at(6100 * time.Millisecond), Kind: KindRunStart, Job: "dup", Slot: slot, Tick: "dup:" + itoa(slot), Attempt: 1, Worker: "r2"})
+		wantOnly(t, Check(h.events()), []string{VNeverRun}, none)
+	})
+	t.Run("a missed slot a backfill filled is still uncounted", func(t *testing.T) {
+		wantOnly(t, Check(clean().drop(lost("miss")).add(backfill("miss")).events()), []string{VMissedUncounted}, none)
+	})
+	t.Run("runs of triggers are told apart by tick id", func(t *testing.T) {
+		// Two triggers whose runs carry the same slot (the trigger's time).
+		h := clean()
+		for i, key := range []string{"k1", "k2"} {
+			tick := "dup:trigger:" + key
+			h.add(Event{T: at(5200 * time.Millisecond), Kind: KindEnqueue, Job: "dup", Tick: tick, Entry: key, TickKind: "trigger"},
+				Event{T: at(5300 * time.Millisecond), Kind: KindRunStart, Job: "dup", Slot: ms(5200 * time.Millisecond), Tick: tick, Attempt: 1, Worker: "r2", PID: 900 + i})
+		}
+		r := Check(h.events())
+		wantOnly(t, r, none, none)
+		if r.Totals.Enqueued != 26 {
+			t.Fatalf("totals %+v", r.Totals)
+		}
+	})
+}
+
+func TestMissedCounters(t *testing.T) {
+	gap := clean().drop(func(e Event) bool {
+		return e.Job == "miss" && (e.Slot == ms(3*time.Second) || e.Slot == ms(4*time.Second) || e.Slot == ms(5*time.Second))
+	})
+	c := func(name, replica string, d time.Duration, v float64) Event {
+		return Event{T: at(d), Kind: KindCounter, Name: name, Job: "miss", Replica: replica, Value: v}
+	}
+	for _, tc := range []struct {
+		name   string
+		events []Event
+		counts float64
+	}{
+		{"cumulative reads of one process", []Event{c(JobMissedCounter, "a1", 4*time.Second, 1), c(JobMissedCounter, "a1", 6*time.Second, 2)}, 2},
+		{"two processes", []Event{c(JobMissedCounter, "a1", 4*time.Second, 1), c(JobMissedCounter, "b1", 6*time.Second, 2)}, 3},
+		{"a restart seen as a drop", []Event{c(JobMissedCounter, "a", 4*time.Second, 2), c(JobMissedCounter, "a", 6*time.Second, 1)}, 3},
+		{"a restart seen as a kill between", []Event{c(JobMissedCounter, "a", 4*time.Second, 1),
+			{T: at(5 * time.Second), Kind: KindFault, Fault: "kill9", Phase: "start", Target: "a"}, c(JobMissedCounter, "a", 6*time.Second, 2)}, 3},
+		{"both counters: the larger sum", []Event{c(JobMissedCounter, "a1", 4*time.Second, 3), c(MissedCounter, "a1", 4*time.Second, 2)}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := *gap
+			h.ev = append(append([]Event(nil), gap.ev...), tc.events...)
+			r := Check(h.events())
+			if r.Jobs[2].MissedCounted != tc.counts {
+				t.Fatalf("counted %g, want %g", r.Jobs[2].MissedCounted, tc.counts)
+			}
+			if tc.counts >= 3 {
+				wantOnly(t, r, none, none)
+			} else {
+				wantOnly(t, r, []string{VMissedUncounted}, none)
+			}
+		})
 	}
 }

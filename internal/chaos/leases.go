@@ -38,7 +38,7 @@ func (h *history) checkLeases() {
 	maxAt := -1
 	for i, e := range h.ev {
 		switch {
-		case e.Kind == KindFault && e.Fault == "kill9" && e.Phase != "end":
+		case e.Kind == KindFault && (e.Fault == "kill9" || e.Fault == "worker-kill") && e.Phase != "end":
 			closeAt(e.Target, e.T, i)
 		case e.Kind != KindLeader:
 		case e.Phase == "acquired":

@@ -136,6 +136,7 @@ func (e Event) String() string {
 	if e.Tick != "" && e.Tick != slotKey(e) {
 		kv("tick", e.Tick)
 	}
+	kv("kind", e.TickKind)
 	kv("entry", e.Entry)
 	num("epoch", e.Epoch)
 	if !e.TrustUntil.IsZero() {

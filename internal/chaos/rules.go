@@ -8,9 +8,11 @@
 // says the same for a reader of the repository.
 //
 // Events are judged in time order (T; equal times keep the file's order).
-// A scheduled tick is identified by job and slot (a run's or enqueue's
-// Job and Slot, or read from a tick id "job:slot"), a trigger's by its
-// tick id. A job's expected slots are From, From+Every, ... up to the end
+// A scheduled or backfilled tick is identified by job and slot (a run's
+// or enqueue's Job and Slot, or read from a tick id "job:slot"), a
+// trigger's by its tick id (TickKind "trigger", or any id not of the form
+// "job:slot"). A slot counts as fired by the scheduler only through an
+// enqueue without TickKind: a backfill fills no gap for the checks below. A job's expected slots are From, From+Every, ... up to the end
 // event's T minus Bounds.Settle. A store failover fault is a fault named
 // failover, store-kill or store-restart; a fault is active from its start
 // to its end event (an instantaneous one, or one never ended other than
@@ -18,7 +20,8 @@
 //
 // enqueued_twice: two enqueue events of the same tick with different
 // entries (or without an Entry: two events without one are two
-// observations). The same entry seen again is one observation. Under
+// observations). The same entry seen again is one observation. A
+// backfill that enqueues a slot the scheduler fired is one too. Under
 // Bounds.AsyncLoss, a second enqueue when a store failover fault was
 // active between the two is documented (an acknowledged claim lost with
 // the old primary), not a violation.
@@ -37,26 +40,31 @@
 // was active between the two starts. Anything else is a violation.
 //
 // never_run: each expected slot of a prefer: duplicate job must have a
-// run_start (a job with Run) or an enqueue (a job without). Consecutive
+// run_start (a job with Run; and, when the slot was enqueued at all, a
+// scheduled enqueue) or a scheduled enqueue (a job without). Consecutive
 // missing slots are one finding. Under AsyncLoss, missing slots with a
 // store failover fault active between the first one's due time minus
 // MaxSkew and the last one's plus Settle are documented.
 //
 // missed_uncounted: for a prefer: missed job, the uncovered slots are its
 // expected slots without an enqueue and without a missed event of that
-// job and slot. The job's counted total is the sum of the Values of every
-// counter event with Name scheduler_missed_ticks_total and that Job (each
-// counter event is one replica process's final value: at its exit or at
-// the end of the run; a replica restarted contributes one per life). The
-// rule: uncovered ≤ counted. The counters may count more (a replica can
+// job and slot. The job's counted total comes from the counter events
+// with that Job and Name scheduler_job_missed_ticks_total or
+// scheduler_missed_ticks_total: each is a replica's cumulative value, so
+// per (name, replica, job) the checker adds each increase over the
+// previous value; a value below the previous one, or a kill9, worker-kill
+// or term fault targeting the replica between the two, starts a new
+// process life counted from zero. The job's total is the larger of the
+// two names' sums over all replicas. The rule: uncovered ≤ counted. The counters may count more (a replica can
 // count a slot another leader fired), never less. Under AsyncLoss, when
 // uncovered minus the uncovered slots due near a store failover (as for
 // never_run) ≤ counted, the shortfall is documented.
 //
 // trust_overlap: a replica trusts its lease from a leader "acquired"
 // event's T until its TrustUntil, moved by each "renewed" event's
-// TrustUntil; its trust ends at its "lost" event, a kill9 fault targeting
-// it, its next "acquired", or its TrustUntil, whichever is first (a
+// TrustUntil; its trust ends at its "lost" event, a kill9 or worker-kill
+// fault targeting it (the process is gone), its next "acquired", or its
+// TrustUntil, whichever is first (a
 // renewal after the TrustUntil had passed starts a new term; a term
 // without TrustUntil lasts until one of the others, or the end). Two terms
 // of different replicas that overlap by more than Bounds.MaxSkew are a

@@ -22,7 +22,7 @@ var rerunFaults = map[string]bool{"kill9": true, "worker-kill": true, "term": tr
 // checkTicks finds ticks enqueued twice.
 func (h *history) checkTicks() {
 	t := &h.rep.Totals
-	h.enq, h.asyncLost = map[string][]int{}, map[string]bool{}
+	h.enq, h.sched, h.asyncLost = map[string][]int{}, map[string]bool{}, map[string]bool{}
 	seen := map[string]bool{} // tick + entry: one observation
 	var keys []string
 	for i, e := range h.ev {
@@ -45,6 +45,9 @@ func (h *history) checkTicks() {
 		if len(h.enq[k]) == 0 {
 			keys = append(keys, k)
 		}
+		if e.TickKind == "" {
+			h.sched[k] = true
+		}
 		h.enq[k] = append(h.enq[k], i)
 	}
 	t.Enqueued = len(h.enq)
@@ -55,8 +58,9 @@ func (h *history) checkTicks() {
 			again := h.ev[j]
 			f := Finding{Kind: VEnqueuedTwice, Job: first.Job, Slot: first.Slot, Tick: first.Tick, T: again.T,
 				Events: []int{obs[0], j},
-				Desc: fmt.Sprintf("%s enqueued twice: entry %q (epoch %d) at %s, entry %q (epoch %d) %v later",
-					tickName(first), first.Entry, first.Epoch, clock(first.T), again.Entry, again.Epoch, again.T.Sub(first.T))}
+				Desc: fmt.Sprintf("%s enqueued twice: entry %q (%s, epoch %d) at %s, entry %q (%s, epoch %d) %v later",
+					tickName(first), first.Entry, tickKind(first), first.Epoch, clock(first.T),
+					again.Entry, tickKind(again), again.Epoch, again.T.Sub(first.T))}
 			if h.bounds.AsyncLoss {
 				if fi := h.faultIn(failoverFaults, nil, first.T, again.T); fi >= 0 {
 					f.Documented = docAsyncLoss
@@ -187,18 +191,17 @@ func (h *history) judgeRun(k string, before []int, j int, endOf map[int]int, oks
 func (h *history) checkSlots() {
 	t := &h.rep.Totals
 	missed := map[string]int{} // tick -> its first missed event
-	counted := map[string]float64{}
 	for i, e := range h.ev {
-		switch {
-		case e.Kind == KindMissed:
+		if e.Kind == KindMissed {
 			t.MissedEvents++
 			if _, ok := missed[slotKey(e)]; !ok {
 				missed[slotKey(e)] = i
 			}
-		case e.Kind == KindCounter && e.Name == MissedCounter:
-			t.MissedCounted += e.Value
-			counted[e.Job] += e.Value
 		}
+	}
+	counted := h.missedCounted()
+	for _, v := range counted {
+		t.MissedCounted += v
 	}
 	for _, name := range h.order {
 		j := h.jobs[name]
@@ -209,7 +212,10 @@ func (h *history) checkSlots() {
 		var missing, uncovered []int64
 		for _, s := range exp {
 			k := name + ":" + strconv.FormatInt(s, 10)
-			enq, ran := len(h.enq[k]) > 0, len(h.runs[k]) > 0
+			// A slot only a backfill enqueued was not fired by the
+			// scheduler, nor was its run.
+			enq := h.sched[k]
+			ran := len(h.runs[k]) > 0 && (enq || len(h.enq[k]) == 0)
 			_, gone := missed[k]
 			if enq {
 				jt.Enqueued++
@@ -264,11 +270,13 @@ func (h *history) neverRun(j JobSpec, missing []int64) {
 		} else {
 			f.Desc = fmt.Sprintf("%d slots of %s (prefer: duplicate) were never %s: %s to %s", b-a, j.Name, what, clock(at), clock(time.UnixMilli(to)))
 		}
-		if j.Run {
-			if k := j.Name + ":" + strconv.FormatInt(from, 10); len(h.enq[k]) > 0 {
+		if k := j.Name + ":" + strconv.FormatInt(from, 10); len(h.enq[k]) > 0 {
+			if h.sched[k] {
 				f.Desc += " (the first was enqueued)"
-				f.Events = h.enq[k][:1]
+			} else {
+				f.Desc += " (the first only by a backfill)"
 			}
+			f.Events = h.enq[k][:1]
 		}
 		if fi := h.lostAround(from, to); fi >= 0 {
 			f.Documented = docAsyncLoss
@@ -321,6 +329,56 @@ func (h *history) uncounted(j JobSpec, uncovered []int64, counted float64) {
 		f.Desc += fmt.Sprintf("; %d of them due near a store failover (documented), not the rest", len(lost))
 	}
 	h.violation(f)
+}
+
+// missedCounted sums each job's missed counters. A counter event is a
+// replica's cumulative value; a replica's process life ends at a value
+// lower than the one before or at a kill9, worker-kill or term fault
+// targeting it, and a new life counts from zero. Per job, the larger of
+// the two counters' sums counts.
+func (h *history) missedCounted() map[string]float64 {
+	type series struct {
+		last float64
+		at   time.Time
+	}
+	sums := map[string]map[string]float64{} // counter name -> job -> sum
+	prev := map[string]*series{}            // name, replica, job -> last value
+	for _, e := range h.ev {
+		if e.Kind != KindCounter || e.Job == "" || e.Name != MissedCounter && e.Name != JobMissedCounter {
+			continue
+		}
+		key := e.Name + "\x00" + e.Replica + "\x00" + e.Job
+		p := prev[key]
+		if p == nil {
+			p = &series{}
+			prev[key] = p
+		} else if e.Value < p.last || h.faultIn(lifeEnds, []string{e.Replica}, p.at, e.T) >= 0 {
+			p.last = 0 // a new process life
+		}
+		if sums[e.Name] == nil {
+			sums[e.Name] = map[string]float64{}
+		}
+		sums[e.Name][e.Job] += e.Value - p.last
+		p.last, p.at = e.Value, e.T
+	}
+	out := map[string]float64{}
+	for _, m := range sums {
+		for job, v := range m {
+			out[job] = max(out[job], v)
+		}
+	}
+	return out
+}
+
+// Faults that end a replica's process.
+var lifeEnds = map[string]bool{"kill9": true, "worker-kill": true, "term": true}
+
+// tickKind names how a tick was enqueued.
+func tickKind(e Event) string {
+	if e.TickKind == "" {
+		return "scheduled"
+	}
+	return e.TickKind
 }
 
 // slotList lists slots briefly: the first few as clock times.
