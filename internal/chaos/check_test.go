@@ -116,15 +116,44 @@ func TestRunTwice(t *testing.T) {
 		k.T = at(3 * time.Second)
 		wantOnly(t, Check(cutRun(clean()).add(k).events()), []string{VRunTwice}, none)
 	})
-	t.Run("after an OK end, even with a kill", func(t *testing.T) {
+	t.Run("after an OK end, a kill of its worker after DoneGrace", func(t *testing.T) {
 		slot := ms(4 * time.Second)
-		h := clean().add(kill("kill9", "r2"),
+		k := kill("kill9", "r2")
+		k.T = at(6 * time.Second)
+		h := clean().add(k,
 			Event{T: at(7 * time.Second), Kind: KindRunStart, Job: "dup", Slot: slot, Attempt: 1, Worker: "r3", PID: 300})
 		r := Check(h.events())
 		wantOnly(t, r, []string{VRunTwice}, none)
 		if !strings.Contains(r.Violations[0].Desc, "completed OK") {
 			t.Fatalf("violation %+v", r.Violations[0])
 		}
+	})
+	// dup's slot at t0+4s ran OK on r2 (ended t0+4.05s), then again on
+	// r3 at t0+7s.
+	okTwice := func(fault string, start time.Duration) *hist {
+		h := clean().add(Event{T: at(7 * time.Second), Kind: KindRunStart, Job: "dup", Slot: ms(4 * time.Second), Attempt: 1, Worker: "r3", PID: 300})
+		if fault != "" {
+			h.add(Event{T: at(start), Kind: KindFault, Fault: fault, Phase: "start", Target: "r2"},
+				Event{T: at(start + 2*time.Second), Kind: KindFault, Fault: fault, Phase: "end", Target: "r2"})
+		}
+		return h
+	}
+	t.Run("documented: after an OK end, its worker cut off before its done record", func(t *testing.T) {
+		r := Check(okTwice("partition", 4040*time.Millisecond).events())
+		wantOnly(t, r, none, []string{VRunTwice})
+		if r.Totals.Reruns != 1 || !strings.Contains(r.Documented[0].Desc, "partition of r2") {
+			t.Fatalf("totals %+v, documented %+v", r.Totals, r.Documented)
+		}
+	})
+	t.Run("documented: after an OK end, its worker killed within DoneGrace", func(t *testing.T) {
+		wantOnly(t, Check(okTwice("kill9", 4050*time.Millisecond+DoneGrace).events()), none, []string{VRunTwice})
+	})
+	t.Run("after an OK end, its worker cut off later", func(t *testing.T) {
+		wantOnly(t, Check(okTwice("partition", 4060*time.Millisecond+DoneGrace).events()), []string{VRunTwice}, none)
+	})
+	t.Run("after an OK end, a fault of another replica", func(t *testing.T) {
+		h := okTwice("", 0).add(Event{T: at(4040 * time.Millisecond), Kind: KindFault, Fault: "partition", Phase: "start", Target: "r1"})
+		wantOnly(t, Check(h.events()), []string{VRunTwice}, none)
 	})
 	t.Run("a retry after a failure", func(t *testing.T) {
 		slot := ms(4 * time.Second)

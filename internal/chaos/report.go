@@ -31,7 +31,7 @@ func (r Report) Print(w io.Writer, o PrintOptions) error {
 	p.f("ticks: %d enqueued (%d enqueue events), %d slots expected\n", t.Enqueued, t.EnqueueEvents, t.SlotsExpected)
 	p.f("runs: %d started, %d finished (%d OK), %d retries after a failure, %d started again after a fault of their worker\n",
 		t.RunsStarted, t.RunsFinished, t.RunsOK, t.Retries, t.Reruns)
-	p.f("missed: %d missed events, counters %s sum to %g\n", t.MissedEvents, MissedCounter, t.MissedCounted)
+	p.f("missed: %d missed events, the missed counters sum to %g\n", t.MissedEvents, t.MissedCounted)
 	p.f("leadership: %d acquired, highest epoch %d\n", t.Acquired, t.MaxEpoch)
 	if len(r.Jobs) > 0 {
 		p.f("jobs:\n  %-20s %-9s %8s %4s %8s %8s %8s %8s %8s %8s %8s\n", "job", "prefer", "every", "run", "expected", "enqueued", "ran", "done", "missing", "missed", "counted")

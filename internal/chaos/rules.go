@@ -27,8 +27,13 @@
 // the old primary), not a violation.
 //
 // run_twice: each run_start of a tick after its first is judged against
-// the earlier ones. It is a violation when a run_end with OK=true of the
-// tick came before it (always, whatever the faults). Otherwise each
+// the earlier ones. After a run_end with OK=true of the tick it is a
+// violation, unless a fault kill9, worker-kill, term, stop or partition
+// targeting that run's worker (see below) was active between that run's
+// start and DoneGrace (1s) after its end: the README's first case, the
+// side effect done and the worker killed or cut off before its done
+// record (a run_end is the handler's or command's end, not the record;
+// listed as documented, counted in Totals.Reruns). Otherwise each
 // earlier run must have ended (a run_end, OK false or absent, of the same
 // worker, and the same PID and attempt where both give them) before it
 // started: that is a retry. An earlier run still open is allowed only when

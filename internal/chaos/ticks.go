@@ -19,6 +19,21 @@ const (
 // from the store (partition).
 var rerunFaults = map[string]bool{"kill9": true, "worker-kill": true, "term": true, "stop": true, "partition": true}
 
+// DoneGrace is how long after its handler returns a worker may still be
+// writing the tick's done record: a fault of the worker up to then can
+// leave a run that completed without its record, to be run again.
+const DoneGrace = time.Second
+
+// workerTargets are the fault targets that hit a run: its worker, or its
+// command's PID ("N" or "pid:N").
+func workerTargets(run Event) []string {
+	t := []string{run.Worker}
+	if run.PID != 0 {
+		t = append(t, strconv.Itoa(run.PID), "pid:"+strconv.Itoa(run.PID))
+	}
+	return t
+}
+
 // checkTicks finds ticks enqueued twice.
 func (h *history) checkTicks() {
 	t := &h.rep.Totals
@@ -82,6 +97,7 @@ func (h *history) checkRuns() {
 	t := &h.rep.Totals
 	h.runs, h.completed = map[string][]int{}, map[string]bool{}
 	endOf := map[int]int{}    // run_start -> its run_end
+	startOf := map[int]int{}  // run_end -> its run_start
 	oks := map[string][]int{} // tick -> its run_end OK events
 	for i, e := range h.ev {
 		switch e.Kind {
@@ -113,7 +129,7 @@ func (h *history) checkRuns() {
 					(st.Attempt != 0 && e.Attempt != 0 && st.Attempt != e.Attempt) {
 					continue
 				}
-				endOf[starts[s]] = i
+				endOf[starts[s]], startOf[i] = i, starts[s]
 				break
 			}
 		}
@@ -126,24 +142,42 @@ func (h *history) checkRuns() {
 	for _, k := range keys {
 		starts := h.runs[k]
 		for n, j := range starts[1:] {
-			h.judgeRun(k, starts[:n+1], j, endOf, oks[k])
+			h.judgeRun(k, starts[:n+1], j, endOf, startOf, oks[k])
 		}
 	}
 }
 
 // judgeRun judges the run j of tick k started after the runs before.
-func (h *history) judgeRun(k string, before []int, j int, endOf map[int]int, oks []int) {
+func (h *history) judgeRun(k string, before []int, j int, endOf, startOf map[int]int, oks []int) {
 	again := h.ev[j]
 	base := Finding{Kind: VRunTwice, Job: again.Job, Slot: again.Slot, Tick: again.Tick, Replica: again.Worker, T: again.T}
+	afterOK := false
 	for _, o := range oks {
-		if h.ev[o].T.After(again.T) {
+		end := h.ev[o]
+		if end.T.After(again.T) {
 			break
 		}
 		f := base
 		f.Events = []int{o, j}
 		f.Desc = fmt.Sprintf("%s started again (attempt %d on %s) after it completed OK at %s on %s",
-			tickName(again), again.Attempt, again.Worker, clock(h.ev[o].T), h.ev[o].Worker)
+			tickName(again), again.Attempt, again.Worker, clock(end.T), end.Worker)
+		// Its worker cut off, stalled or killed before it could write the
+		// done record: the README's first case.
+		if s, ok := startOf[o]; ok {
+			if fi := h.faultIn(rerunFaults, workerTargets(h.ev[s]), h.ev[s].T, end.T.Add(DoneGrace)); fi >= 0 {
+				f.Documented = docRerun
+				f.Desc += fmt.Sprintf(": %s of %s at %s, before its done record", h.faults[fi].name, end.Worker, clock(h.faults[fi].start))
+				f.Events = append(f.Events, s, h.faults[fi].i)
+				h.documented(f)
+				afterOK = true
+				continue
+			}
+		}
 		h.violation(f)
+		return
+	}
+	if afterOK {
+		h.rep.Totals.Reruns++
 		return
 	}
 	rerun := false
@@ -152,11 +186,7 @@ func (h *history) judgeRun(k string, before []int, j int, endOf map[int]int, oks
 			continue // it failed before this one started: a retry
 		}
 		first := h.ev[i]
-		targets := []string{first.Worker}
-		if first.PID != 0 {
-			targets = append(targets, strconv.Itoa(first.PID), "pid:"+strconv.Itoa(first.PID))
-		}
-		if fi := h.faultIn(rerunFaults, targets, first.T, again.T); fi >= 0 {
+		if fi := h.faultIn(rerunFaults, workerTargets(first), first.T, again.T); fi >= 0 {
 			rerun = true
 			continue
 		}
