@@ -381,8 +381,10 @@ func (h *history) window(marked []int, at time.Time) []Line {
 	}
 	lo, hi = lo.Add(-WindowSpan), hi.Add(WindowSpan)
 	var near []int
-	for i, e := range h.ev {
-		if !mark[i] && !e.T.Before(lo) && !e.T.After(hi) {
+	// h.ev is in time order.
+	first := sort.Search(len(h.ev), func(i int) bool { return !h.ev[i].T.Before(lo) })
+	for i := first; i < len(h.ev) && !h.ev[i].T.After(hi); i++ {
+		if !mark[i] {
 			near = append(near, i)
 		}
 	}
