@@ -58,6 +58,7 @@ bench: deps
 	cd bench && $(GO) run . -only postgres
 	cd bench && $(GO) run . -only ledger
 	cd bench && $(GO) run . -only relays
+	cd bench && $(GO) run . -only relays-faults
 
 # The fault-injection verification suite (real processes, real redis-server),
 # then the Sentinel and Cluster failover measurements of the test harness.

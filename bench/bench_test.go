@@ -45,3 +45,69 @@ func BenchmarkHandover(b *testing.B) { benchLease(b, false) }
 func BenchmarkTakeover(b *testing.B) { benchLease(b, true) }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestAsynqConsumer: the relays-faults consumer (a real asynq Server)
+// counts the tasks of a onetick replica relaying to asynq through the
+// gated backend (which must pass the store's Relayer through) and of an
+// asynq Scheduler, each with the slot it was enqueued for.
+func TestAsynqConsumer(t *testing.T) {
+	srv, err := startRedis()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	e := &env{srv: srv, adm: admin{c: c}, ot: otLogs{c: &logCounter{}}}
+	ctx := context.Background()
+	enq := newRecorder(64)
+	cons, err := e.asynqConsumer(ctx, "", enq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var insts []instance
+	for _, s := range e.relayFaultSystems() {
+		in, err := s.start(0, 2, dupTTL, enq, nil)
+		if err != nil {
+			cons.close()
+			stopInstances(insts)
+			t.Fatal(err)
+		}
+		insts = append(insts, in)
+	}
+	// Wait until the relay's tasks were worked and the Scheduler enqueued.
+	scheduled := func() int {
+		enq.mu.Lock()
+		defer enq.mu.Unlock()
+		return len(enq.ids)
+	}
+	for deadline := time.Now().Add(30 * time.Second); len(cons.r.snapshot()) < 2 || scheduled() < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cons.close()
+			stopInstances(insts)
+			t.Fatalf("after 30 s: %d relayed tasks worked, %d Scheduler tasks enqueued", len(cons.r.snapshot()), scheduled())
+		}
+	}
+	stopInstances(insts)
+	recs, err := cons.collect(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var relayed, sched int
+	for _, x := range recs {
+		if x.job < 0 || x.job > 1 || x.slot%1000 != 0 || x.slot <= 0 {
+			t.Errorf("worked task with job %d, slot %d: want job 0 or 1 and a whole-second slot", x.job, x.slot)
+		}
+		if x.inst < 0 {
+			relayed++
+		} else {
+			sched++
+		}
+	}
+	if relayed < 2 || sched < 2 {
+		t.Errorf("worked %d relayed and %d Scheduler tasks, want at least 2 of each", relayed, sched)
+	}
+	if s := e.ot.c.String(); s != "" {
+		t.Errorf("onetick logged: %s", s)
+	}
+}

@@ -36,13 +36,13 @@ func progress(format string, args ...any) {
 }
 
 func main() {
-	only := flag.String("only", "", `run one part only: "schedulers", "workers", "scale", "postgres", "ledger" or "relays" (results in RESULTS-<part>.md)`)
+	only := flag.String("only", "", `run one part only: "schedulers", "workers", "scale", "postgres", "ledger", "relays" or "relays-faults" (results in RESULTS-<part>.md)`)
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each worker-throughput run to `prefix`-<system>-c<concurrency>.pprof")
 	flag.Parse()
 	switch *only {
-	case "", "schedulers", "workers", "scale", "postgres", "ledger", "relays":
+	case "", "schedulers", "workers", "scale", "postgres", "ledger", "relays", "relays-faults":
 	default:
-		fmt.Fprintf(os.Stderr, "bench: -only must be schedulers, workers, scale, postgres, ledger or relays, got %q\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: -only must be schedulers, workers, scale, postgres, ledger, relays or relays-faults, got %q\n", *only)
 		os.Exit(2)
 	}
 	if err := run(*only, *cpuprofile); err != nil {
@@ -95,6 +95,11 @@ func run(only, cpuprofile string) error {
 	}
 	if only == "relays" { // not in a full run: it needs PostgreSQL and nats-server
 		if sched, err = e.relaysSection(ctx); err != nil {
+			return err
+		}
+	}
+	if only == "relays-faults" { // not in a full run: it needs PostgreSQL
+		if sched, err = e.relaysFaultsSection(ctx); err != nil {
 			return err
 		}
 	}
@@ -172,7 +177,7 @@ func (e *env) schedulerSection(ctx context.Context, systems []system, started ti
 	pFence := t.add("Pause: stalled claims refused by the store", "onetick: claims held back by the stall and sent afterwards, refused by the store's epoch fence (ticks in them)")
 	for _, s := range systems {
 		progress("pause: %s", s.title)
-		res := e.scenarioPause(ctx, s)
+		res := e.scenarioPause(ctx, s, true)
 		if res.err != nil {
 			pDup.text(s.key, "error: %v", res.err)
 			continue
@@ -362,7 +367,7 @@ func dupCell(r *row, key string, res dupResult, dups int) {
 }
 
 func crossCheck(note func(string, ...any), what string, s system, res dupResult) {
-	if res.store != int64(res.total) {
+	if s.storeCount != nil && res.store != int64(res.total) {
 		note("%s, %s: the harness saw %d enqueues over the run, Redis holds %d.", what, s.title, res.total, res.store)
 	}
 }

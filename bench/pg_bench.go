@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 
 	"github.com/onetick/onetick"
 )
@@ -27,6 +28,10 @@ type pgSys struct {
 	start      func(schema string, id int) (instance, error)
 	victim     func(ctx context.Context, schema string, insts []instance) int
 	recs       func(ctx context.Context, schema string) ([]rec, error)
+	// consumer, if set, is the queue side whose workers the scenarios
+	// count, instead of recs (which still tells when the first enqueue
+	// came).
+	consumer consumer
 }
 
 type pgEnv struct {
@@ -59,7 +64,7 @@ func (p *pgEnv) pgSystems() []pgSys {
 		{
 			key: "river", title: "River v0.51.2 periodic jobs (leadership TTL 15 s, fixed)", ttl: riverLeaderTTL,
 			setup: func(ctx context.Context, schema string) error { return migrateRiver(ctx, p.adm.pool, schema) },
-			start: func(schema string, id int) (instance, error) { return startRiver(schema, id, dupJobs) },
+			start: func(schema string, id int) (instance, error) { return startRiver(schema, id, dupJobs, river.QueueDefault) },
 			victim: func(ctx context.Context, schema string, insts []instance) int {
 				id, _ := p.adm.riverLeader(ctx, schema)
 				for i, in := range insts {
@@ -86,16 +91,20 @@ type pgDupResult struct {
 	stallDuration time.Duration
 }
 
-// pgFleet starts dupInstances instances in a fresh, set-up schema and
-// waits for the first enqueue (River elects a leader and starts its
-// periodic enqueuer asynchronously).
-func (p *pgEnv) pgFleet(ctx context.Context, sys pgSys, tag string) (string, []instance, time.Duration, error) {
+// pgFleet starts dupInstances instances (and sys's consumer) in a fresh,
+// set-up schema and waits for the first enqueue (River elects a leader and
+// starts its periodic enqueuer asynchronously).
+func (p *pgEnv) pgFleet(ctx context.Context, sys pgSys, tag string) (string, []instance, *consuming, time.Duration, error) {
 	schema, err := p.adm.freshSchema(ctx, tag)
 	if err != nil {
-		return "", nil, 0, err
+		return "", nil, nil, 0, err
 	}
 	if err := sys.setup(ctx, schema); err != nil {
-		return "", nil, 0, fmt.Errorf("setting up %s: %w", schema, err)
+		return "", nil, nil, 0, fmt.Errorf("setting up %s: %w", schema, err)
+	}
+	cons, err := startConsumer(ctx, sys.consumer, schema, nil)
+	if err != nil {
+		return "", nil, nil, 0, err
 	}
 	t0 := time.Now()
 	var insts []instance
@@ -103,7 +112,8 @@ func (p *pgEnv) pgFleet(ctx context.Context, sys pgSys, tag string) (string, []i
 		in, err := sys.start(schema, i)
 		if err != nil {
 			stopInstances(insts)
-			return "", nil, 0, err
+			cons.close()
+			return "", nil, nil, 0, err
 		}
 		insts = append(insts, in)
 	}
@@ -114,16 +124,17 @@ func (p *pgEnv) pgFleet(ctx context.Context, sys pgSys, tag string) (string, []i
 		}
 		if time.Now().After(deadline) {
 			stopInstances(insts)
-			return "", nil, 0, fmt.Errorf("nothing enqueued 30 s after starting (last error: %v)", err)
+			cons.close()
+			return "", nil, nil, 0, fmt.Errorf("nothing enqueued 30 s after starting (last error: %v)", err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return schema, insts, time.Since(t0), nil
+	return schema, insts, cons, time.Since(t0), nil
 }
 
 // pgRolling: as scenarioRolling, on PostgreSQL.
 func (p *pgEnv) pgRolling(ctx context.Context, sys pgSys) pgDupResult {
-	schema, insts, first, err := p.pgFleet(ctx, sys, "roll")
+	schema, insts, cons, first, err := p.pgFleet(ctx, sys, "roll")
 	if err != nil {
 		return pgDupResult{err: err}
 	}
@@ -133,6 +144,7 @@ func (p *pgEnv) pgRolling(ctx context.Context, sys pgSys) pgDupResult {
 		in, err := sys.start(schema, dupInstances+k)
 		if err != nil {
 			stopInstances(insts)
+			cons.close()
 			return pgDupResult{err: err}
 		}
 		insts = append(insts, in)
@@ -144,33 +156,39 @@ func (p *pgEnv) pgRolling(ctx context.Context, sys pgSys) pgDupResult {
 	to := time.Now().Add(-500 * time.Millisecond).Truncate(time.Second)
 	time.Sleep(1500 * time.Millisecond)
 	stopInstances(insts)
-	recs, err := sys.recs(ctx, schema)
+	recs, err := cons.collect(func() ([]rec, error) { return sys.recs(ctx, schema) })
 	if err != nil {
 		return pgDupResult{err: err}
 	}
 	return pgDupResult{st: analyse(recs, dupJobs, 1000, ms(from), ms(to), sys.ttl), firstAfter: first}
 }
 
-// pgPause: as scenarioPause, on PostgreSQL: the leader stalls for 2×ttl.
-func (p *pgEnv) pgPause(ctx context.Context, sys pgSys) pgDupResult {
-	schema, insts, first, err := p.pgFleet(ctx, sys, "pause")
+// pgPause: as scenarioPause, on PostgreSQL: the leader stalls for 2×ttl
+// (stall false: the steady state, the same window with nobody stalled).
+func (p *pgEnv) pgPause(ctx context.Context, sys pgSys, stall bool) pgDupResult {
+	schema, insts, cons, first, err := p.pgFleet(ctx, sys, "pause")
 	if err != nil {
 		return pgDupResult{err: err}
 	}
 	from := nextSecond(time.Now().Add(1500*time.Millisecond), 0)
 	sleepUntil(from.Add(300 * time.Millisecond))
 	v := sys.victim(ctx, schema, insts)
-	stall := 2 * sys.ttl
-	insts[v].gate().pause(stall)
-	time.Sleep(stall + 3*time.Second)
+	d := 2 * sys.ttl
+	if stall {
+		insts[v].gate().pause(d)
+	}
+	time.Sleep(d + 3*time.Second)
 	to := time.Now().Add(-500 * time.Millisecond).Truncate(time.Second)
 	time.Sleep(1500 * time.Millisecond)
 	stopInstances(insts)
-	recs, err := sys.recs(ctx, schema)
+	recs, err := cons.collect(func() ([]rec, error) { return sys.recs(ctx, schema) })
 	if err != nil {
 		return pgDupResult{err: err}
 	}
-	res := pgDupResult{st: analyse(recs, dupJobs, 1000, ms(from), ms(to), sys.ttl), firstAfter: first, stallDuration: stall, victim: fmt.Sprint(v)}
+	res := pgDupResult{st: analyse(recs, dupJobs, 1000, ms(from), ms(to), sys.ttl), firstAfter: first, victim: fmt.Sprint(v)}
+	if stall {
+		res.stallDuration = d
+	}
 	if o, ok := insts[v].(*otPGInst); ok {
 		res.fenced, res.held, res.fencedTicks = o.be.fencedClaims.Load(), o.be.heldClaims.Load(), o.be.fencedTicks.Load()
 	}
@@ -313,7 +331,7 @@ func (e *env) postgresSection(ctx context.Context) (string, error) {
 	pFence := t.add("Leader stall: stalled claims refused by the store", "onetick: claims held back by the stall and sent afterwards, refused by the claim transaction's lease check (ticks in them)")
 	for _, s := range systems {
 		progress("postgres leader stall: %s", s.title)
-		res := p.pgPause(ctx, s)
+		res := p.pgPause(ctx, s, true)
 		if res.err != nil {
 			pDup.text(s.key, "error: %v", res.err)
 			continue

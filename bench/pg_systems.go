@@ -91,9 +91,10 @@ func migrateOnetick(ctx context.Context, schema string) error {
 }
 
 // startOnetickPG starts replica id of jobs in schema; r, if set, records
-// each claimed tick when the sink receives it.
+// each claimed tick when the sink receives it. River's tables, for jobs
+// relayed to River, are looked for in the same schema.
 func startOnetickPG(schema string, id int, jobs []onetick.Job, lease onetick.LeaseConfig, r *recorder, logs *logCounter) (*otPGInst, error) {
-	pg, err := otpostgres.Open(context.Background(), pgURL(), otpostgres.Options{Schema: schema})
+	pg, err := otpostgres.Open(context.Background(), pgURL(), otpostgres.Options{Schema: schema, RiverSchema: schema})
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +125,7 @@ func startOnetickPG(schema string, id int, jobs []onetick.Job, lease onetick.Lea
 	inst.cancel = cancel
 	go func() {
 		defer close(inst.done)
-		_ = s.Run(ctx)
+		runEnded(ctx, s.Run(ctx), logs)
 	}()
 	return inst, nil
 }
@@ -154,11 +155,20 @@ type riverArgs struct {
 
 func (riverArgs) Kind() string { return "bench_tick" }
 
+// riverWorker works the periodic jobs: with r set it records each, its
+// slot the job's scheduled_at (the schedule's instant); else it does
+// nothing.
 type riverWorker struct {
 	river.WorkerDefaults[riverArgs]
+	r *recorder
 }
 
-func (riverWorker) Work(context.Context, *river.Job[riverArgs]) error { return nil }
+func (w riverWorker) Work(_ context.Context, j *river.Job[riverArgs]) error {
+	if w.r != nil {
+		w.r.add(rec{job: int32(j.Args.Job), inst: -1, slot: j.ScheduledAt.UnixMilli(), at: time.Now().UnixNano()})
+	}
+	return nil
+}
 
 // everySecond is a PeriodicSchedule on whole seconds, as the other
 // systems fire (River's PeriodicInterval counts from the leader's start).
@@ -199,7 +209,10 @@ func (i *riverInst) stop() {
 
 func (i *riverInst) gate() *gate { return i.g }
 
-func startRiver(schema string, id, n int) (*riverInst, error) {
+// startRiver starts client id with n periodic jobs (kind bench_tick, on
+// River's default queue); the client works queue (river.QueueDefault: it
+// works its own periodic jobs, with a worker that does nothing).
+func startRiver(schema string, id, n int, queue string) (*riverInst, error) {
 	g := &gate{}
 	cfg, err := pgxpool.ParseConfig(pgURL())
 	if err != nil {
@@ -226,7 +239,7 @@ func startRiver(schema string, id, n int) (*riverInst, error) {
 		ID:           name,
 		Schema:       schema,
 		Logger:       slog.New(slog.DiscardHandler),
-		Queues:       map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
+		Queues:       map[string]river.QueueConfig{queue: {MaxWorkers: 10}},
 		Workers:      workers,
 		PeriodicJobs: periodic,
 	})

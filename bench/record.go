@@ -22,6 +22,37 @@ type rec struct {
 type recorder struct {
 	mu   sync.Mutex
 	recs []rec
+	// ids maps a task's id to its rec, once keepIDs was called: for a
+	// consumer that sees the task but not its slot (asynq Scheduler's
+	// tasks carry only the job).
+	ids map[string]rec
+}
+
+// keepIDs makes addTagged remember each rec by its task's id.
+func (r *recorder) keepIDs() {
+	r.mu.Lock()
+	if r.ids == nil {
+		r.ids = map[string]rec{}
+	}
+	r.mu.Unlock()
+}
+
+// addTagged adds x, and remembers it under id if keepIDs was called.
+func (r *recorder) addTagged(id string, x rec) {
+	r.mu.Lock()
+	r.recs = append(r.recs, x)
+	if r.ids != nil {
+		r.ids[id] = x
+	}
+	r.mu.Unlock()
+}
+
+// byID is the rec added under id.
+func (r *recorder) byID(id string) (rec, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	x, ok := r.ids[id]
+	return x, ok
 }
 
 func newRecorder(capacity int) *recorder { return &recorder{recs: make([]rec, 0, capacity)} }

@@ -41,9 +41,9 @@ type relayResult struct {
 	err error
 }
 
-// relayJobsOf is the fleet with relay r (nil: the native stream).
-func relayJobsOf(r *onetick.Relay) []onetick.Job {
-	jobs := everyJobs(relayJobs, "1s")
+// relayJobsOf is a fleet of n jobs with relay r (nil: the native stream).
+func relayJobsOf(n int, r *onetick.Relay) []onetick.Job {
+	jobs := everyJobs(n, "1s")
 	for i := range jobs {
 		jobs[i].Relay = r
 		if r != nil && r.Kind == onetick.RelayNATS {
@@ -89,12 +89,12 @@ func (e *env) relayAsynq(ctx context.Context, warm, win time.Duration) relayResu
 		return relayResult{err: err}
 	}
 	defer srv.Shutdown()
-	// Not startOnetick: its gated wrapper hides the store's Relayer, and
-	// the scheduler would refuse the relay.
+	// Not startOnetick: runScheduler returns Run's error, so a relay the
+	// store refuses shows as an error here, not as missed ticks.
 	c := e.srv.newClient(nil)
 	defer c.Close()
 	stop, err := e.runScheduler(ctx, otredis.New(c, otredis.Options{Prefix: otPrefix}),
-		relayJobsOf(&onetick.Relay{Kind: onetick.RelayAsynq, Type: relayType}))
+		relayJobsOf(relayJobs, &onetick.Relay{Kind: onetick.RelayAsynq, Type: relayType}))
 	if err != nil {
 		return relayResult{err: err}
 	}
@@ -185,7 +185,7 @@ func (e *env) relayRiver(ctx context.Context, pg pgAdmin, warm, win time.Duratio
 	if err := be.Migrate(ctx); err != nil {
 		return relayResult{err: err}
 	}
-	stop, err := e.runScheduler(ctx, be, relayJobsOf(&onetick.Relay{Kind: onetick.RelayRiver, Type: relayType}))
+	stop, err := e.runScheduler(ctx, be, relayJobsOf(relayJobs, &onetick.Relay{Kind: onetick.RelayRiver, Type: relayType}))
 	if err != nil {
 		return relayResult{err: err}
 	}
@@ -246,7 +246,7 @@ func (e *env) relayNATS(ctx context.Context, warm, win time.Duration) relayResul
 	wctx, cancel := context.WithCancel(ctx)
 	wdone := make(chan error, 1)
 	go func() { wdone <- w.Run(wctx) }()
-	sch, err := startOnetick(e.srv, 0, otOptions{jobs: relayJobsOf(&onetick.Relay{Kind: onetick.RelayNATS}), logs: e.ot.c}, nil)
+	sch, err := startOnetick(e.srv, 0, otOptions{jobs: relayJobsOf(relayJobs, &onetick.Relay{Kind: onetick.RelayNATS}), logs: e.ot.c}, nil)
 	if err != nil {
 		cancel()
 		<-wdone

@@ -24,8 +24,59 @@ type system struct {
 	start func(id, n int, ttl time.Duration, r *recorder, rt *atomic.Int64) (instance, error)
 	// victim picks the instance to stall in the pause scenario.
 	victim func(ctx context.Context, insts []instance) int
-	// storeCount counts the enqueued entries in Redis (cross-check).
+	// storeCount counts the enqueued entries in Redis (cross-check); nil:
+	// not checked.
 	storeCount func(ctx context.Context, n int) (int64, error)
+	// consumer, if set, is the queue side whose workers the duplicate
+	// scenarios count, instead of what the instances record.
+	consumer consumer
+}
+
+// A consumer is the queue side of a contender in the duplicate scenarios
+// (the relays part, issue 21): the other system's own workers, run for one
+// scenario beside the instances and outside its faults, recording every
+// task or job they work. scope is the scenario's PostgreSQL schema ("" on
+// Redis); enq is the scenario's recorder of what the instances enqueued.
+type consumer func(ctx context.Context, scope string, enq *recorder) (*consuming, error)
+
+// consuming is a running consumer.
+type consuming struct {
+	r *recorder // what the workers worked: slot = the task's or job's
+	// drain waits until the queue holds nothing left to work, then stops
+	// the workers; stop stops them now.
+	drain func() error
+	stop  func()
+}
+
+// startConsumer starts c for one scenario; nil when c is nil.
+func startConsumer(ctx context.Context, c consumer, scope string, enq *recorder) (*consuming, error) {
+	if c == nil {
+		return nil, nil
+	}
+	return c(ctx, scope, enq)
+}
+
+// close stops a consumer on an error path (nil: nothing to stop).
+func (c *consuming) close() {
+	if c != nil {
+		c.stop()
+	}
+}
+
+// collect returns what a scenario counts: with a consumer, what its
+// workers worked once it has drained; without, own().
+func (c *consuming) collect(own func() ([]rec, error)) ([]rec, error) {
+	if c == nil {
+		return own()
+	}
+	if err := c.drain(); err != nil {
+		return nil, err
+	}
+	recs := c.r.snapshot()
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("the consumer worked nothing")
+	}
+	return recs, nil
 }
 
 type env struct {
@@ -130,8 +181,13 @@ func (e *env) scenarioRolling(ctx context.Context, sys system) dupResult {
 		return dupResult{err: err}
 	}
 	r := newRecorder(1 << 12)
+	cons, err := startConsumer(ctx, sys.consumer, "", r)
+	if err != nil {
+		return dupResult{err: err}
+	}
 	insts, err := startFleet(sys, r)
 	if err != nil {
+		cons.close()
 		return dupResult{err: err}
 	}
 	stopAll := func() { stopInstances(insts) }
@@ -141,6 +197,7 @@ func (e *env) scenarioRolling(ctx context.Context, sys system) dupResult {
 		in, err := sys.start(dupInstances+k, dupJobs, dupTTL, r, nil)
 		if err != nil {
 			stopAll()
+			cons.close()
 			return dupResult{err: err}
 		}
 		insts = append(insts, in)
@@ -152,27 +209,35 @@ func (e *env) scenarioRolling(ctx context.Context, sys system) dupResult {
 	to := time.Now().Add(-500 * time.Millisecond).Truncate(time.Second)
 	time.Sleep(1500 * time.Millisecond) // late slots and catch-up land
 	stopAll()
-	return e.finish(ctx, sys, r, ms(from), ms(to), dupTTL, nil)
+	return e.finish(ctx, sys, r, cons, ms(from), ms(to), dupTTL, nil)
 }
 
 // scenarioPause: dupInstances instances; the one that leads (or instance 0
 // where nobody leads) stalls for twice the TTL: every Redis call and
 // enqueue it makes blocks meanwhile. Stalled onetick claims are sent after
-// the stall as if they had left the process just before it.
-func (e *env) scenarioPause(ctx context.Context, sys system) dupResult {
+// the stall as if they had left the process just before it. With stall
+// false, the steady state: the same fleet and window, nobody stalled.
+func (e *env) scenarioPause(ctx context.Context, sys system, stall bool) dupResult {
 	if err := e.adm.flush(ctx); err != nil {
 		return dupResult{err: err}
 	}
 	r := newRecorder(1 << 12)
+	cons, err := startConsumer(ctx, sys.consumer, "", r)
+	if err != nil {
+		return dupResult{err: err}
+	}
 	insts, err := startFleet(sys, r)
 	if err != nil {
+		cons.close()
 		return dupResult{err: err}
 	}
 	stopAll := func() { stopInstances(insts) }
 	from := nextSecond(time.Now().Add(1500*time.Millisecond), 0)
 	sleepUntil(from.Add(300 * time.Millisecond))
 	v := sys.victim(ctx, insts)
-	insts[v].gate().pause(2 * dupTTL)
+	if stall {
+		insts[v].gate().pause(2 * dupTTL)
+	}
 	time.Sleep(2*dupTTL + 3*time.Second)
 	to := time.Now().Add(-500 * time.Millisecond).Truncate(time.Second)
 	time.Sleep(1500 * time.Millisecond)
@@ -181,13 +246,20 @@ func (e *env) scenarioPause(ctx context.Context, sys system) dupResult {
 	if o, ok := insts[v].(*otInst); ok {
 		ot = o
 	}
-	return e.finish(ctx, sys, r, ms(from), ms(to), dupTTL, ot)
+	return e.finish(ctx, sys, r, cons, ms(from), ms(to), dupTTL, ot)
 }
 
-func (e *env) finish(ctx context.Context, sys system, r *recorder, from, to int64, ttl time.Duration, victim *otInst) dupResult {
-	recs := r.snapshot()
+// finish counts the scenario: what cons's workers worked, or without a
+// consumer what the instances recorded in r.
+func (e *env) finish(ctx context.Context, sys system, r *recorder, cons *consuming, from, to int64, ttl time.Duration, victim *otInst) dupResult {
+	recs, err := cons.collect(func() ([]rec, error) { return r.snapshot(), nil })
+	if err != nil {
+		return dupResult{err: err}
+	}
 	res := dupResult{st: analyse(recs, dupJobs, 1000, from, to, ttl), total: len(recs)}
-	res.store, res.err = sys.storeCount(ctx, dupJobs)
+	if sys.storeCount != nil {
+		res.store, res.err = sys.storeCount(ctx, dupJobs)
+	}
 	if sys.key == "onetick" && res.err == nil {
 		// The streams are the ground truth for onetick: count there too.
 		srecs, err := otStoreRecs(ctx, e.adm.c, dupJobs)

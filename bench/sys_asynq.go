@@ -66,7 +66,7 @@ func startAsynq(srv *redisServer, id, n int, spec string, r *recorder, rt *atomi
 			}
 			mu.Unlock()
 			if err == nil && r != nil {
-				r.add(rec{job: jobIndex(job), inst: int32(id), slot: slot, at: now})
+				r.addTagged(info.ID, rec{job: jobIndex(job), inst: int32(id), slot: slot, at: now})
 			}
 		},
 	}

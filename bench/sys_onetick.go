@@ -70,6 +70,16 @@ func (b *gatedBackend) Claim(ctx context.Context, l onetick.Lease, ticks []oneti
 	return b.Backend.Claim(ctx, l, ticks)
 }
 
+// CanRelay passes the store's answer through (onetick.Relayer), so that a
+// gated replica may relay its jobs' ticks as the store alone would.
+func (b *gatedBackend) CanRelay(ctx context.Context, r onetick.Relay) error {
+	rl, ok := b.Backend.(onetick.Relayer)
+	if !ok {
+		return fmt.Errorf("this store cannot relay ticks to %s", r.Kind)
+	}
+	return rl.CanRelay(ctx, r)
+}
+
 // logCounter counts the warnings and errors onetick logs, by message.
 type logCounter struct {
 	mu sync.Mutex
@@ -186,9 +196,18 @@ func startOnetick(srv *redisServer, id int, o otOptions, r *recorder) (*otInst, 
 	inst.cancel = cancel
 	go func() {
 		defer close(inst.done)
-		_ = s.Run(ctx)
+		runEnded(ctx, s.Run(ctx), logs)
 	}()
 	return inst, nil
+}
+
+// runEnded counts a scheduler's Run that ended other than by its context
+// (a job refused at start, a relay the store cannot hand ticks to) among
+// the errors logged, so the run's output shows it.
+func runEnded(ctx context.Context, err error, logs *logCounter) {
+	if err != nil && ctx.Err() == nil {
+		slog.New(logs).Error("bench: scheduler Run ended early: " + err.Error())
+	}
 }
 
 // otStoreRecs reads every job's stream: the store's own record of what was
