@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -300,46 +301,91 @@ func (o *Ops) BackfillSlots(ctx context.Context, job string, from, to time.Time,
 
 // BackfillResult is what a backfill did, slot by slot.
 type BackfillResult struct {
-	Slots      []Slot   `json:"slots"`
-	Outcomes   []string `json:"outcomes"`
-	Enqueued   int      `json:"enqueued"`
-	Duplicates int      `json:"duplicates"`
-	Other      int      `json:"other"`
-	DryRun     bool     `json:"dry_run"`
+	Slots []Slot `json:"slots"`
+	// Outcomes are the slots' outcomes, in the order of Slots: the store's
+	// (claimed, duplicate, ...), or on a dry run "would_enqueue" and
+	// "duplicate" (the ledger records the slot as enqueued or run).
+	Outcomes []string `json:"outcomes"`
+	Enqueued int      `json:"enqueued"`
+	// Duplicates are the slots not enqueued because they were before: the
+	// store still holds their tick, or the run ledger records them as
+	// enqueued, running, retrying, succeeded or dead.
+	Duplicates int  `json:"duplicates"`
+	Other      int  `json:"other"`
+	DryRun     bool `json:"dry_run"`
 }
 
-// Backfill enqueues the scheduled slots of job in [from, to] with their
-// scheduled identities, in order; with dryRun it only lists them.
-func (o *Ops) Backfill(ctx context.Context, job string, from, to time.Time, max int, dryRun bool, a Actor) (BackfillResult, error) {
-	slots, err := o.BackfillSlots(ctx, job, from, to, max)
+// BackfillRequest is a backfill's range and options.
+type BackfillRequest struct {
+	From, To time.Time
+	// Max is the most slots the range may hold (0: DefaultBackfillMax).
+	Max    int
+	DryRun bool
+	// Again skips the ledger's check: slots the ledger records as run are
+	// enqueued again (a slot whose tick the store still holds is not).
+	Again bool
+}
+
+// WouldEnqueue is a dry run's outcome of a slot that would be enqueued.
+const WouldEnqueue = "would_enqueue"
+
+// Backfill enqueues the scheduled slots of job in [req.From, req.To] with
+// their scheduled identities, in order; with req.DryRun it only lists
+// them. A slot the run ledger records as enqueued or run (any fate but
+// paused and skipped) is not enqueued again unless req.Again: a backfill
+// fills what was missed. The ledger is read before the store's enqueue,
+// which refuses a slot whose tick it still holds in the same step that
+// enqueues the others, so a slot claimed meanwhile is not enqueued twice.
+func (o *Ops) Backfill(ctx context.Context, job string, req BackfillRequest, a Actor) (BackfillResult, error) {
+	slots, err := o.BackfillSlots(ctx, job, req.From, req.To, req.Max)
 	if err != nil {
 		return BackfillResult{}, err
 	}
 	if err := validActor("backfill", a); err != nil {
 		return BackfillResult{}, err
 	}
-	r := BackfillResult{Slots: slots, DryRun: dryRun, Outcomes: []string{}}
+	r := BackfillResult{Slots: slots, DryRun: req.DryRun, Outcomes: make([]string, len(slots))}
 	if r.Slots == nil {
 		r.Slots = []Slot{}
 	}
-	if dryRun || len(slots) == 0 {
+	if len(slots) == 0 {
 		return r, nil
 	}
 	j, _ := o.job(ctx, job)
+	ran := map[Slot]bool{}
+	if !req.Again {
+		if ran, err = o.recordedSlots(ctx, j.Name, slots[0], slots[len(slots)-1]); err != nil {
+			return BackfillResult{}, err
+		}
+	}
 	ret := o.BackfillRetention
 	if ret == 0 {
 		ret = DefaultBackfillRetention
 	}
-	ticks := make([]Tick, len(slots))
+	var ticks []Tick
+	var at []int
 	for i, s := range slots {
-		ticks[i] = Tick{Job: j.Name, Slot: s, Stream: j.Stream, Payload: j.Payload, MaxLen: j.MaxLen, Retention: ret, OutOfOrder: true, Version: j.Version, Relay: j.Relay.claimed()}
+		if ran[s] {
+			r.Outcomes[i] = Duplicate.String()
+			r.Duplicates++
+			continue
+		}
+		r.Outcomes[i] = WouldEnqueue
+		ticks = append(ticks, Tick{Job: j.Name, Slot: s, Stream: j.Stream, Payload: j.Payload, MaxLen: j.MaxLen, Retention: ret, OutOfOrder: true, Version: j.Version, Relay: j.Relay.claimed()})
+		at = append(at, i)
+	}
+	if req.DryRun || len(ticks) == 0 {
+		return r, nil
 	}
 	res, err := o.enqueue(ctx, ticks, a, KindBackfill)
 	if err != nil {
 		return BackfillResult{}, err
 	}
-	for _, x := range res.Outcomes {
-		r.Outcomes = append(r.Outcomes, x.String())
+	for k, x := range res.Outcomes {
+		if k >= len(at) {
+			break
+		}
+		r.Outcomes[at[k]] = x.String()
 		switch x {
 		case Claimed:
 			r.Enqueued++
@@ -350,6 +396,37 @@ func (o *Ops) Backfill(ctx context.Context, job string, from, to time.Time, max 
 		}
 	}
 	return r, nil
+}
+
+// recordedSlots are the slots of job in [from, to] that the run ledger
+// records as scheduled or backfilled and enqueued or run (any fate but
+// paused and skipped). None when the store keeps no ledger.
+func (o *Ops) recordedSlots(ctx context.Context, job string, from, to Slot) (map[Slot]bool, error) {
+	out := map[Slot]bool{}
+	lg, ok := o.Backend.(Ledger)
+	if !ok {
+		return out, nil
+	}
+	q := RunQuery{Job: job, From: from, To: to, Limit: MaxRunLimit}
+	for {
+		page, err := lg.Runs(ctx, q)
+		if errors.Is(err, ErrLedgerOff) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("backfill: reading the run ledger of %s: %w", job, err)
+		}
+		for _, run := range page.Runs {
+			if run.Tick != TickID(job, run.Slot) || run.Fate == FatePaused || run.Fate == FateSkipped {
+				continue
+			}
+			out[run.Slot] = true
+		}
+		if page.Next == "" {
+			return out, nil
+		}
+		q.After = page.Next
+	}
 }
 
 // enqueue writes ticks of one kind through the store and tells o.Sink of

@@ -336,7 +336,7 @@ func TestRelayAsynqTrigger(t *testing.T) {
 		}
 	}
 	now := time.Now()
-	bf, err := ops.Backfill(ctx, "sync", now.Add(-3*time.Minute), now.Add(-time.Minute), 10, false, who)
+	bf, err := ops.Backfill(ctx, "sync", onetick.BackfillRequest{From: now.Add(-3 * time.Minute), To: now.Add(-time.Minute), Max: 10}, who)
 	if err != nil {
 		t.Fatal(err)
 	}

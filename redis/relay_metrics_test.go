@@ -132,7 +132,7 @@ func TestRelayMetricsAsynq(t *testing.T) {
 		t.Fatal(err)
 	}
 	from := now.Truncate(time.Second).Add(-time.Hour)
-	if _, err := ops.Backfill(ctx, "fragile", from, from.Add(250*time.Millisecond), 0, false, who); err != nil {
+	if _, err := ops.Backfill(ctx, "fragile", onetick.BackfillRequest{From: from, To: from.Add(250 * time.Millisecond)}, who); err != nil {
 		t.Fatal(err)
 	}
 	if got := fails("bad"); got != f0+3 {

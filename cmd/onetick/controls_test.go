@@ -224,7 +224,9 @@ jobs:
 	for _, r := range recs {
 		actions = append(actions, r.Action+":"+r.Job)
 	}
-	if got := strings.Join(actions, " "); !strings.HasPrefix(got, "pause:b backfill:b backfill:b trigger:b") || !strings.HasSuffix(got, "resume:a pause:a") {
+	// The repeated backfill enqueued nothing (the ledger records every
+	// slot), so it reached no store and left no control record.
+	if got := strings.Join(actions, " "); !strings.HasPrefix(got, "pause:b backfill:b trigger:b") || !strings.HasSuffix(got, "resume:a pause:a") {
 		t.Fatalf("control log %s", got)
 	}
 }

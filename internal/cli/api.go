@@ -30,7 +30,7 @@ import (
 //	POST /api/v1/jobs/{job}/pause        {"reason": "...", "who": "..."}
 //	POST /api/v1/jobs/{job}/resume       {"reason": "...", "who": "..."}
 //	POST /api/v1/jobs/{job}/trigger      {"payload": {...}, "key": "..."}, or the Idempotency-Key header
-//	POST /api/v1/jobs/{job}/backfill     {"from": RFC 3339, "to": RFC 3339, "max": N, "dry_run": bool}
+//	POST /api/v1/jobs/{job}/backfill     {"from": RFC 3339, "to": RFC 3339, "max": N, "dry_run": bool, "again": bool}
 //	GET  /api/v1/jobs/{job}/runs         the job's ledger records (runs.go)
 //	GET  /api/v1/jobs/{job}/dead         the job's dead letters, ?after=&limit= (api_dead.go)
 //	POST /api/v1/dead/{id}/replay        {"reason": "...", "who": "..."}
@@ -380,6 +380,7 @@ func (a *api) backfill(w http.ResponseWriter, r *http.Request) {
 		To     string `json:"to"`
 		Max    int    `json:"max"`
 		DryRun bool   `json:"dry_run"`
+		Again  bool   `json:"again"`
 	}
 	if err := readJSON(w, r, controlBodyLimit, &b); err != nil {
 		fail(w, err)
@@ -398,7 +399,7 @@ func (a *api) backfill(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := a.ctx(r)
 	defer cancel()
 	act := a.actor(r, b.actorBody)
-	res, err := a.ops.Backfill(ctx, r.PathValue("job"), from, to, b.Max, b.DryRun, act)
+	res, err := a.ops.Backfill(ctx, r.PathValue("job"), onetick.BackfillRequest{From: from, To: to, Max: b.Max, DryRun: b.DryRun, Again: b.Again}, act)
 	if err != nil {
 		fail(w, err)
 		return

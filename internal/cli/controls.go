@@ -185,6 +185,7 @@ func cmdBackfill(ctx context.Context, args []string, env Env) error {
 	toS := c.fs.String("to", "", "last instant of the range, RFC 3339 (required, not in the future)")
 	maxN := c.fs.Int("max", 0, fmt.Sprintf("most slots this request may enqueue (default %d, at most %d)", onetick.DefaultBackfillMax, onetick.BackfillMaxLimit))
 	dry := c.fs.Bool("dry-run", false, "list the slots, enqueue nothing")
+	again := c.fs.Bool("again", false, "also enqueue slots the run ledger records as enqueued or run")
 	reason := c.fs.String("reason", "", "why (recorded)")
 	ops, job, closeFn, err := c.open(ctx, args, env, true)
 	if err != nil {
@@ -199,25 +200,26 @@ func cmdBackfill(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return opErr(err)
 	}
-	res, err := ops.Backfill(ctx, job, from, to, *maxN, *dry, onetick.Actor{Who: *c.who, Reason: *reason})
+	res, err := ops.Backfill(ctx, job, onetick.BackfillRequest{From: from, To: to, Max: *maxN, DryRun: *dry, Again: *again},
+		onetick.Actor{Who: *c.who, Reason: *reason})
 	if err != nil {
 		return opErr(err)
 	}
 	return c.print(env.Stdout, res, func() {
 		for i, s := range res.Slots {
-			state := "would enqueue"
-			if !res.DryRun {
-				switch state = res.Outcomes[i]; state {
-				case onetick.Claimed.String():
-					state = "enqueued"
-				case onetick.Duplicate.String():
-					state = "already enqueued"
-				}
+			state := res.Outcomes[i]
+			switch state {
+			case onetick.WouldEnqueue:
+				state = "would enqueue"
+			case onetick.Claimed.String():
+				state = "enqueued"
+			case onetick.Duplicate.String():
+				state = "already enqueued"
 			}
 			fprintf(env.Stdout, "%s  %s  %s\n", s.String(), onetick.TickID(job, s), state)
 		}
 		if res.DryRun {
-			fprintf(env.Stdout, "dry run: %d slots; nothing enqueued\n", len(res.Slots))
+			fprintf(env.Stdout, "dry run: %d slots, %d already enqueued; nothing enqueued\n", len(res.Slots), res.Duplicates)
 		} else {
 			fprintf(env.Stdout, "%d slots: %d enqueued, %d already enqueued, %d other\n", len(res.Slots), res.Enqueued, res.Duplicates, res.Other)
 		}

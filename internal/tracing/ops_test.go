@@ -49,7 +49,7 @@ func TestTracingTriggerAndBackfill(t *testing.T) {
 		t.Fatalf("trigger: %+v %v", tr, err)
 	}
 	now := time.Now()
-	bf, err := ops.Backfill(ctx, "report", now.Add(-3*time.Hour), now.Add(-time.Minute), 0, false, onetick.Actor{Who: "test"})
+	bf, err := ops.Backfill(ctx, "report", onetick.BackfillRequest{From: now.Add(-3 * time.Hour), To: now.Add(-time.Minute)}, onetick.Actor{Who: "test"})
 	if err != nil || bf.Enqueued < 2 {
 		t.Fatalf("backfill: %+v %v", bf, err)
 	}

@@ -139,15 +139,23 @@
     act(this, jobAPI + "backfill", { from: range.from, to: range.to, dry_run: true, who: who }, function (j) {
       var list = document.getElementById("bf-slots");
       list.textContent = "";
-      j.slots.forEach(function (s) {
+      var n = 0;
+      j.slots.forEach(function (s, i) {
         var li = document.createElement("li");
         li.textContent = new Date(s).toISOString();
+        if (j.outcomes[i] === "would_enqueue") {
+          n++;
+        } else {
+          li.className = "done";
+          li.title = "already enqueued or run (the run ledger records it): not enqueued again";
+        }
         list.appendChild(li);
       });
-      var n = j.slots.length;
-      document.getElementById("bf-summary").textContent = n === 0 ?
+      var had = j.slots.length - n;
+      document.getElementById("bf-summary").textContent = j.slots.length === 0 ?
         "No slot of " + job + " in this range." :
-        n + " slot" + (n === 1 ? "" : "s") + " of " + job + " would be enqueued (a slot already enqueued is not enqueued again):";
+        n + " slot" + (n === 1 ? "" : "s") + " of " + job + " would be enqueued" +
+        (had ? "; " + had + " already enqueued or run, not enqueued again (struck out)" : " (a slot already enqueued is not enqueued again)") + ":";
       var confirm = document.getElementById("bf-confirm");
       confirm.hidden = n === 0;
       confirm.textContent = "Enqueue " + n + " slot" + (n === 1 ? "" : "s");
