@@ -50,6 +50,8 @@ var keySections = []keySection{
 	{"deadlines", deadlinesKeys, reflect.TypeOf(Deadlines{}), "deadlines:\n  KEY: 1\n", "deadlines.KEY"},
 	{"deadlines.notify", notifyKeys, reflect.TypeOf(DeadlineNotify{}), "deadlines:\n  notify:\n    KEY: 1\n", "deadlines.notify.KEY"},
 	{"tracing", tracingKeys, reflect.TypeOf(Tracing{}), "tracing:\n  otlp_endpoint: http://h:4318\n  KEY: 1\n", "tracing.KEY"},
+	{"relays", relaysKeys, reflect.TypeOf(Relays{}), "relays:\n  KEY: 1\n", "relays.KEY"},
+	{"relays.nats.events", natsConnKeys, reflect.TypeOf(NATSConnection{}), "relays:\n  nats:\n    events:\n      KEY: 1\n", "relays.nats.events.KEY"},
 	{"jobs[]", jobKeys[:], reflect.TypeOf(Job{}), "jobs:\n  - name: a\n    KEY: 1\n", "jobs[0] (a).KEY"},
 	{"jobs[].run", runKeys, reflect.TypeOf(Run{}), "jobs:\n  - name: a\n    run:\n      KEY: 1\n", "jobs[0] (a).run.KEY"},
 	{"jobs[].run.command", commandKeys, reflect.TypeOf(CommandRun{}), "jobs:\n  - name: a\n    run:\n      command:\n        KEY: 1\n", "jobs[0] (a).run.command.KEY"},
@@ -124,9 +126,16 @@ func exampleKeys(t *testing.T, name, doc string) map[string][]string {
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		t.Fatalf("%s: %v\n%s", name, err, doc)
 	}
-	sections := map[string]bool{}
+	sections := map[string]bool{} // the sections and the mappings they are in
 	for _, s := range keySections {
-		sections[s.path] = true
+		for p := s.path; p != ""; {
+			sections[p] = true
+			i := strings.LastIndexByte(p, '.')
+			if i < 0 {
+				break
+			}
+			p = p[:i]
+		}
 	}
 	out := map[string][]string{}
 	var walk func(n *yaml.Node, path string)

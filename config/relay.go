@@ -71,7 +71,8 @@ func (r *JobRelay) Relay() *onetick.Relay {
 		}
 		return &onetick.Relay{Kind: onetick.RelayAsynq, Queue: a.Queue, Type: a.Type, MaxAttempts: n, Retention: a.Retention.D()}
 	case r.NATS != nil:
-		return &onetick.Relay{Kind: onetick.RelayNATS}
+		// The queue, as `onetick status` shows it, is the subject.
+		return &onetick.Relay{Kind: onetick.RelayNATS, Queue: r.NATS.Subject}
 	}
 	return nil
 }
