@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,9 +15,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/config"
+	"github.com/onetick/onetick/memory"
 	"github.com/onetick/onetick/relay/natsrelay"
 	"github.com/onetick/onetick/sqlite"
+	"github.com/onetick/onetick/worker"
 )
 
 // TestRelayNATSDaemon: `onetick run` with a job relayed to NATS claims its
@@ -251,4 +257,67 @@ jobs:
 func jsonEscaped(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b[1 : len(b)-1])
+}
+
+// TestRelayNATSRunTimeNeedsTheConnection: a worker registers the relay
+// consumer of a job applied at run time only on a connection its own
+// configuration file defines; a definition naming another, or none, is
+// refused with the reason in the log, once, naming no address.
+func TestRelayNATSRunTimeNeedsTheConnection(t *testing.T) {
+	ctx := context.Background()
+	b := memory.New(memory.Options{})
+	defer b.Close()
+	f, err := config.Parse("worker.yaml", []byte("relays:\n  nats:\n    events: {url: 'nats://127.0.0.1:4222', token: "+relayToken+"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := config.Parse("other.yaml", []byte("relays:\n  nats:\n    audit: {url: 'nats://127.0.0.1:4222'}\n    events: {url: 'nats://127.0.0.1:4222'}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Applied by a replica whose file defines audit too.
+	set, err := config.ParseJobs("set.yaml", []byte("jobs:\n  - {name: ok, schedule: '@every 1h', relay: {nats: {connection: events, subject: t.ok}}}\n"+
+		"  - {name: elsewhere, schedule: '@every 1h', relay: {nats: {connection: audit, subject: t.e}}}\n"), other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs, err := jobDefs(set, nil, config.Allow{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// And a definition without a connection, as no apply writes it.
+	defs = append(defs, onetick.StoredJob{Name: "bare", Def: []byte(`{"Name":"bare","Schedule":"@every 1h","Relay":{"NATS":{"URL":"nats://evil:4222","Subject":"t.b"}}}`)})
+	if _, err := b.ApplyJobs(ctx, "s", defs, false); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	w, err := worker.New(worker.Config{Store: b.WorkerStore("g"), Consumer: "c", Logger: log, Registerer: prometheus.NewRegistry(), Dynamic: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	relays := newNATSRelays(f, prometheus.NewRegistry())
+	defer relays.close()
+	rt := newRuntimeRuns(f, b, w, relays, log)
+	for range 2 {
+		if err := rt.refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rt.mu.Lock()
+		rt.read = false // read the definitions again: a refusal is logged once
+		rt.mu.Unlock()
+	}
+	if got := rt.versions(); len(got) != 1 || len(got["ok"]) != 1 {
+		t.Fatalf("registered %v, want ok alone", got)
+	}
+	text := logs.String()
+	for _, want := range []string{`"job":"elsewhere","reason":"relay.nats: unknown connection \"audit\": worker.yaml defines relays.nats events"`,
+		`"job":"bare","reason":"job \"bare\": relay.nats names no connection`} {
+		if strings.Count(text, want) != 1 {
+			t.Errorf("the log holds %q %d times, want once:\n%s", want, strings.Count(text, want), text)
+		}
+	}
+	if strings.Contains(text, relayToken) || strings.Contains(text, "evil") {
+		t.Errorf("the log shows an address or a token:\n%s", text)
+	}
 }
