@@ -160,8 +160,11 @@ jobs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := jobs[0].Relay; r == nil || r.Kind != onetick.RelayNATS || r.Queue != "ticks.pub" {
-		t.Errorf("engine relay %+v, want nats with the subject as its queue", r)
+	if r := jobs[0].Relay; r == nil || r.Kind != onetick.RelayNATS || r.Queue != "events" {
+		t.Errorf("engine relay %+v, want nats with the connection as its queue", r)
+	}
+	if r := jobs[1].Relay; r == nil || r.Kind != onetick.RelayNATS || r.Queue != "ticks.inline" {
+		t.Errorf("engine relay %+v, want nats with an inline relay's subject as its queue", r)
 	}
 
 	for _, c := range []struct{ doc, want string }{

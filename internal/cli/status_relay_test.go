@@ -222,7 +222,7 @@ jobs:
 	}
 	out := run("status", "--config", path)
 	for _, re := range []string{
-		`(?m)^  nats +ticks\.mail +n/a +mail  \(not known: JetStream's consumers are yours; .*\)$`,
+		`(?m)^  nats +events +n/a +mail  \(not known: JetStream's consumers are yours; .*\)$`,
 		`(?m)^  river +st1 +2 +audit,report$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
