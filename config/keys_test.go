@@ -126,15 +126,13 @@ func exampleKeys(t *testing.T, name, doc string) map[string][]string {
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		t.Fatalf("%s: %v\n%s", name, err, doc)
 	}
-	sections := map[string]bool{} // the sections and the mappings they are in
+	sections := map[string]bool{}
+	within := map[string]bool{} // the mappings a section is in, walked through
 	for _, s := range keySections {
-		for p := s.path; p != ""; {
-			sections[p] = true
-			i := strings.LastIndexByte(p, '.')
-			if i < 0 {
-				break
-			}
-			p = p[:i]
+		sections[s.path] = true
+		for p := s.path; strings.Contains(p, "."); {
+			p = p[:strings.LastIndexByte(p, '.')]
+			within[p] = true
 		}
 	}
 	out := map[string][]string{}
@@ -153,11 +151,13 @@ func exampleKeys(t *testing.T, name, doc string) map[string][]string {
 				for _, item := range v.Content {
 					walk(item, "jobs[]")
 				}
-			case sections[child]:
+			case sections[child] || within[child]:
 				walk(v, child)
 			}
 		}
-		out[path] = append(out[path], keys...)
+		if sections[path] || path == "" {
+			out[path] = append(out[path], keys...)
+		}
 	}
 	if len(root.Content) == 0 {
 		return out
@@ -287,5 +287,14 @@ func TestREADMEKeys(t *testing.T) {
 	}
 	if seen < 50 {
 		t.Errorf("read only %d keys from README.md's examples", seen)
+	}
+}
+
+// TestExampleKeysOfNamedConnections: an example's connections, whatever
+// their names, are not keys of relays.nats for the README's check.
+func TestExampleKeysOfNamedConnections(t *testing.T) {
+	got := exampleKeys(t, "example", "relays:\n  nats:\n    prod: {url: 'nats://h:1', stream: S}\njobs:\n  - {name: a, relay: {nats: {connection: prod, subject: s}}}\n")
+	if _, ok := got["relays.nats"]; ok || !slices.Equal(got["relays"], []string{"nats"}) || !slices.Equal(got["jobs[].relay.nats"], []string{"connection", "subject"}) {
+		t.Errorf("example keys %v", got)
 	}
 }
