@@ -87,8 +87,10 @@ type Relayer interface {
 
 // RelayBacklogger is implemented by a store that can tell how many of a
 // relay's tasks wait in the other system, not yet taken by its workers
-// (asynq: the queue's pending list). `onetick status` shows it per relay;
-// a store that is no RelayBacklogger shows "n/a".
+// (asynq: the queue's pending list; River: the queue's jobs available,
+// scheduled or retryable). `onetick status` shows it per relay; a store
+// that is no RelayBacklogger shows "n/a", and so does a NATS relay (with
+// a note: JetStream's consumers are not onetick's).
 type RelayBacklogger interface {
 	RelayBacklog(ctx context.Context, r Relay) (int64, error)
 }

@@ -17,6 +17,20 @@ type RelayStatus struct {
 	// RelayBacklogger, or reading failed: see Error).
 	Backlog *int64 `json:"backlog"`
 	Error   string `json:"error,omitempty"`
+	// Note says why the backlog is not known when no store could tell
+	// (NATS JetStream).
+	Note string `json:"note,omitempty"`
+}
+
+// natsBacklogNote is the Note of a NATS relay: JetStream's consumers are
+// not onetick's, and the store holds no hand-off to count.
+const natsBacklogNote = "not known: JetStream's consumers are yours; ticks not yet published wait in the job's stream (worker_relay_* metrics)"
+
+// ReadRelays returns the relays jobs use, by kind and queue, with their
+// backlogs as far as b can tell (Status.Relays, for every job: the status
+// page reads its jobs a page at a time).
+func ReadRelays(ctx context.Context, b Backend, jobs []Job) []RelayStatus {
+	return readRelays(ctx, b, jobs)
 }
 
 // readRelays returns the relays jobs use, by kind and queue, with their
@@ -39,7 +53,11 @@ func readRelays(ctx context.Context, b Backend, jobs []Job) []RelayStatus {
 			rs = &RelayStatus{Kind: r.Kind, Queue: r.Queue}
 			byKey[k] = rs
 			out = append(out, rs)
-			if bl, ok := b.(RelayBacklogger); ok {
+			if r.Kind == RelayNATS {
+				// Published by a worker from the job's stream: no store
+				// holds the other side's backlog.
+				rs.Note = natsBacklogNote
+			} else if bl, ok := b.(RelayBacklogger); ok {
 				if n, err := bl.RelayBacklog(ctx, r); err != nil {
 					rs.Error = err.Error()
 				} else {

@@ -48,7 +48,11 @@ type File struct {
 	Deadlines Deadlines `yaml:"deadlines"`
 	// Tracing sends a trace per tick to an OTLP collector (off without).
 	Tracing Tracing `yaml:"tracing"`
-	Jobs    []Job   `yaml:"jobs"`
+	// Relays are the named connections jobs relay to (relays.nats): the
+	// only place an address or credential of a relay of a job applied at
+	// run time comes from.
+	Relays Relays `yaml:"relays"`
+	Jobs   []Job  `yaml:"jobs"`
 
 	// dir is the directory relative TLS file names are resolved against
 	// (set by Load; empty: the working directory).
@@ -66,7 +70,7 @@ type File struct {
 var jobsFileKeys = []string{"jobs"}
 
 // topKeys are the top-level keys of a configuration file, the sections.
-var topKeys = []string{"backend", "lease", "http", "role", "worker", "metrics", "ledger", "deadlines", "tracing", "jobs"}
+var topKeys = []string{"backend", "lease", "http", "role", "worker", "metrics", "ledger", "deadlines", "tracing", "relays", "jobs"}
 
 // top walks the root mapping.
 func (p *parser) top(root *yaml.Node) {
@@ -103,6 +107,7 @@ func (p *parser) top(root *yaml.Node) {
 	p.http(sec["http"])
 	p.role(sec["role"])
 	p.worker(sec["worker"])
+	p.relays(sec["relays"]) // before the jobs, which name its connections
 	p.jobs(sec["jobs"], prefix, ttl)
 	p.metrics(sec["metrics"])
 	p.ledger(sec["ledger"])

@@ -95,6 +95,15 @@
 //	  sample_ratio: 1          # default 1 (0 to 1): share of ticks traced, decided by the tick id
 //	  service_name: onetick    # default onetick: service.name, and part of every trace id
 //	  timeout: 10s             # default 10s (100ms to 5m): one export with its retries; the last flush
+//	relays:                    # named connections for jobs' relays (docs/relays.md); a job applied at
+//	                           # run time (jobs apply, the API) names one, never an address or credential
+//	  nats:                    # NATS JetStream connections, by name
+//	    events:                # the connection's name: letters, digits, _ and -; at most 64
+//	      url: nats://nats:4222 # required; several separated by commas; nats://, tls://, ws://, wss://
+//	      stream: TICKS        # optional: the stream every publish must land in (bounds the subjects)
+//	      per_subject: false   # true: one subject per tick, on a stream with max_msgs_per_subject 1, discard new per subject
+//	      token: ${NATS_TOKEN} # optional; or creds: /etc/nats/onetick.creds, not both; never printed
+//	      creds: ""
 //	jobs:
 //	  - name: nightly-billing        # required, unique; no spaces, at most 200 bytes
 //	    schedule: "0 2 * * *"        # required; see package cron
@@ -136,12 +145,20 @@
 //	        max_attempts: 5
 //	        retention: 24h           # how long asynq keeps a done task's id; default the tick's retention
 //	      nats:                      # any backend: the worker's relay consumer publishes each tick to JetStream
-//	        url: nats://nats:4222    # required; several separated by commas
+//	        connection: events       # a connection of relays.nats (required in a job applied at run time); or:
+//	        url: nats://nats:4222    # the address inline (configuration file only); several separated by commas
 //	        subject: ticks.report    # required; with per_subject the prefix of <subject>.<job>.<slot ms>
-//	        stream: TICKS            # optional: the stream each publish must land in
-//	        per_subject: false       # true: one subject per tick, on a stream with max_msgs_per_subject 1, discard new per subject
-//	        token: ${NATS_TOKEN}     # optional; or creds: /etc/nats/onetick.creds, not both
+//	        stream: TICKS            # inline only, optional: the stream each publish must land in
+//	        per_subject: false       # inline only; true: one subject per tick (as the connection's)
+//	        token: ${NATS_TOKEN}     # inline only, optional; or creds: /etc/nats/onetick.creds, not both
 //	        creds: ""
+//
+// The relays section names connections once, with their addresses and
+// credentials; a job's relay names one (relay.nats.connection) and gives
+// its subject. A job applied at run time must: its definition, kept in
+// the store, never holds an address or a credential, it cannot name a
+// connection the configuration file does not define, and each worker
+// looks the name up in its own file.
 //
 // The role, the worker section and a job's run block configure the
 // workers; the README's "Run your code once" shows them at work, and

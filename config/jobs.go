@@ -297,15 +297,18 @@ func (d *Defs) Job(def []byte) (onetick.Job, Job, error) {
 	if err != nil {
 		return onetick.Job{}, j, err
 	}
-	if j.Run != nil {
+	if j.Run != nil || (j.Relay != nil && j.Relay.NATS != nil) {
+		// Worked by this fleet's workers: each tick says which definition
+		// it was claimed under.
 		jobs[0].Version = DefVersion(def)
 	}
 	return jobs[0], j, nil
 }
 
 // DefVersion names a stored definition: the first 16 hexadecimal digits
-// of its SHA-256. Jobs with a run block carry it in every tick, so that a
-// worker runs each tick with the definition it was claimed under.
+// of its SHA-256. Jobs with a run block or a NATS relay carry it in every
+// tick, so that a worker runs (publishes) each tick with the definition it
+// was claimed under.
 func DefVersion(def []byte) string {
 	sum := sha256.Sum256(def)
 	return hex.EncodeToString(sum[:8])

@@ -50,6 +50,8 @@ var keySections = []keySection{
 	{"deadlines", deadlinesKeys, reflect.TypeOf(Deadlines{}), "deadlines:\n  KEY: 1\n", "deadlines.KEY"},
 	{"deadlines.notify", notifyKeys, reflect.TypeOf(DeadlineNotify{}), "deadlines:\n  notify:\n    KEY: 1\n", "deadlines.notify.KEY"},
 	{"tracing", tracingKeys, reflect.TypeOf(Tracing{}), "tracing:\n  otlp_endpoint: http://h:4318\n  KEY: 1\n", "tracing.KEY"},
+	{"relays", relaysKeys, reflect.TypeOf(Relays{}), "relays:\n  KEY: 1\n", "relays.KEY"},
+	{"relays.nats.events", natsConnKeys, reflect.TypeOf(NATSConnection{}), "relays:\n  nats:\n    events:\n      KEY: 1\n", "relays.nats.events.KEY"},
 	{"jobs[]", jobKeys[:], reflect.TypeOf(Job{}), "jobs:\n  - name: a\n    KEY: 1\n", "jobs[0] (a).KEY"},
 	{"jobs[].run", runKeys, reflect.TypeOf(Run{}), "jobs:\n  - name: a\n    run:\n      KEY: 1\n", "jobs[0] (a).run.KEY"},
 	{"jobs[].run.command", commandKeys, reflect.TypeOf(CommandRun{}), "jobs:\n  - name: a\n    run:\n      command:\n        KEY: 1\n", "jobs[0] (a).run.command.KEY"},
@@ -125,8 +127,13 @@ func exampleKeys(t *testing.T, name, doc string) map[string][]string {
 		t.Fatalf("%s: %v\n%s", name, err, doc)
 	}
 	sections := map[string]bool{}
+	within := map[string]bool{} // the mappings a section is in, walked through
 	for _, s := range keySections {
 		sections[s.path] = true
+		for p := s.path; strings.Contains(p, "."); {
+			p = p[:strings.LastIndexByte(p, '.')]
+			within[p] = true
+		}
 	}
 	out := map[string][]string{}
 	var walk func(n *yaml.Node, path string)
@@ -144,11 +151,13 @@ func exampleKeys(t *testing.T, name, doc string) map[string][]string {
 				for _, item := range v.Content {
 					walk(item, "jobs[]")
 				}
-			case sections[child]:
+			case sections[child] || within[child]:
 				walk(v, child)
 			}
 		}
-		out[path] = append(out[path], keys...)
+		if sections[path] || path == "" {
+			out[path] = append(out[path], keys...)
+		}
 	}
 	if len(root.Content) == 0 {
 		return out
@@ -278,5 +287,14 @@ func TestREADMEKeys(t *testing.T) {
 	}
 	if seen < 50 {
 		t.Errorf("read only %d keys from README.md's examples", seen)
+	}
+}
+
+// TestExampleKeysOfNamedConnections: an example's connections, whatever
+// their names, are not keys of relays.nats for the README's check.
+func TestExampleKeysOfNamedConnections(t *testing.T) {
+	got := exampleKeys(t, "example", "relays:\n  nats:\n    prod: {url: 'nats://h:1', stream: S}\njobs:\n  - {name: a, relay: {nats: {connection: prod, subject: s}}}\n")
+	if _, ok := got["relays.nats"]; ok || !slices.Equal(got["relays"], []string{"nats"}) || !slices.Equal(got["jobs[].relay.nats"], []string{"connection", "subject"}) {
+		t.Errorf("example keys %v", got)
 	}
 }

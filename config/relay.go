@@ -71,7 +71,15 @@ func (r *JobRelay) Relay() *onetick.Relay {
 		}
 		return &onetick.Relay{Kind: onetick.RelayAsynq, Queue: a.Queue, Type: a.Type, MaxAttempts: n, Retention: a.Retention.D()}
 	case r.NATS != nil:
-		return &onetick.Relay{Kind: onetick.RelayNATS}
+		// The queue, as `onetick status` and the relay metrics' labels
+		// show it: the connection, a set the operator bounds (jobs applied
+		// at run time may each have their own subject); an inline relay's
+		// subject.
+		q := r.NATS.Connection
+		if q == "" {
+			q = r.NATS.Subject
+		}
+		return &onetick.Relay{Kind: onetick.RelayNATS, Queue: q}
 	}
 	return nil
 }

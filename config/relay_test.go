@@ -120,15 +120,133 @@ func TestRelayNATSParsed(t *testing.T) {
 	}
 }
 
-// A jobs file (jobs apply, the API) cannot relay to NATS: no worker would
-// publish its ticks.
-func TestRelayNATSRefusedInAJobsFile(t *testing.T) {
-	base, err := config.Parse("base.yaml", nil)
+// The configuration file names NATS connections (relays.nats); its jobs
+// may name one or give the address inline, and the consumer's publishing
+// is the connection's address, credentials and stream with the job's
+// subject. Secrets stay out of every message.
+func TestRelayNATSConnections(t *testing.T) {
+	t.Setenv("ONETICK_TEST_NATS_TOKEN", "s3cr3t-conn")
+	f, err := config.Parse("f.yaml", []byte(`relays:
+  nats:
+    events: {url: 'nats://a:4222', stream: TICKS, per_subject: true, token: '${ONETICK_TEST_NATS_TOKEN}'}
+    audit: {url: 'tls://b:4222', creds: /etc/nats/a.creds}
+jobs:
+  - name: pub
+    schedule: '@hourly'
+    relay: {nats: {connection: events, subject: ticks.pub}}
+  - name: inline
+    schedule: '@hourly'
+    relay: {nats: {url: 'nats://c:4222', subject: ticks.inline}}
+`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = config.ParseRequestJobs("body", []byte("jobs:\n  - name: a\n    schedule: '@hourly'\n    relay:\n      nats: {url: 'nats://h:4222', subject: t}\n"), base)
-	if err == nil || !strings.Contains(err.Error(), "body:5: jobs[0] (a).relay.nats: is for jobs of the configuration file only") {
-		t.Errorf("a request's nats relay: %v", err)
+	if c := f.Relays.NATS["events"]; c == nil || c.URL != "nats://a:4222" || c.Stream != "TICKS" || !c.PerSubject || c.Token != "s3cr3t-conn" {
+		t.Fatalf("relays.nats.events: %+v", c)
+	}
+	got, err := f.NATSPublish(f.Jobs[0].Relay.NATS)
+	want := config.NATSRelay{Connection: "events", URL: "nats://a:4222", Subject: "ticks.pub", Stream: "TICKS", PerSubject: true, Token: "s3cr3t-conn"}
+	if err != nil || got != want {
+		t.Errorf("publishing of a job naming a connection: %+v, %v; want %+v", got, err, want)
+	}
+	if got, err := f.NATSPublish(f.Jobs[1].Relay.NATS); err != nil || got != *f.Jobs[1].Relay.NATS {
+		t.Errorf("publishing of an inline relay: %+v, %v", got, err)
+	}
+	if _, err := f.NATSPublish(&config.NATSRelay{Connection: "gone", Subject: "x"}); err == nil ||
+		err.Error() != `unknown connection "gone": f.yaml defines relays.nats audit, events` {
+		t.Errorf("an unknown connection at run time: %v", err)
+	}
+	jobs, err := f.OneTickJobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := jobs[0].Relay; r == nil || r.Kind != onetick.RelayNATS || r.Queue != "events" {
+		t.Errorf("engine relay %+v, want nats with the connection as its queue", r)
+	}
+	if r := jobs[1].Relay; r == nil || r.Kind != onetick.RelayNATS || r.Queue != "ticks.inline" {
+		t.Errorf("engine relay %+v, want nats with an inline relay's subject as its queue", r)
+	}
+
+	for _, c := range []struct{ doc, want string }{
+		{"jobs:\n  - name: a\n    schedule: '@hourly'\n    relay: {nats: {connection: nope, subject: s}}\n",
+			`f.yaml:4: jobs[0] (a).relay.nats.connection: unknown connection "nope": this file defines no relays.nats connection`},
+		{"relays:\n  nats:\n    ev: {url: 'nats://h:1'}\njobs:\n  - name: a\n    schedule: '@hourly'\n    relay:\n      nats:\n        connection: ev\n        subject: s\n        url: 'nats://i:1'\n",
+			`f.yaml:11: jobs[0] (a).relay.nats.url: is the connection's (relays.nats.ev): give connection or url, not both`},
+		{"relays:\n  nats:\n    ev: {stream: S}\n", `f.yaml:3: relays.nats.ev.url: is required`},
+		{"relays:\n  nats:\n    ev:\n      url: 'http://u:s3cr3t-pw@h:1'\n", `f.yaml:4: relays.nats.ev.url: "http://u:xxxxx@h:1": must start with nats://`},
+		{"relays:\n  nats:\n    'a b': {url: 'nats://h:1'}\n", `f.yaml:3: relays.nats."a b": is not a connection name`},
+		{"relays:\n  nats:\n    ev: {url: 'nats://h:1', token: t0k3n-s3cr3t, creds: /c}\n", `f.yaml:3: relays.nats.ev.creds: and token both authenticate: give one`},
+		{"relays:\n  nats:\n    ev: {url: 'nats://h:1', colour: red}\n", `f.yaml:3: relays.nats.ev.colour: unknown field`},
+		{"relays:\n  kafka: {}\n", `f.yaml:2: relays.kafka: unknown field`},
+	} {
+		_, err := config.Parse("f.yaml", []byte(c.doc))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q:\n got %v\nwant %s", c.doc, err, c.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "s3cr3t") || strings.Contains(err.Error(), "t0k3n")) {
+			t.Errorf("%q: a secret in the message: %v", c.doc, err)
+		}
+	}
+}
+
+// A jobs file (jobs apply, the API) relays to NATS through a connection
+// the configuration file defines, and only so: it never gives an address
+// or a credential, and a connection the file does not define is refused
+// at its line. Its stored definition holds the connection's name and the
+// subject, nothing of the connection.
+func TestRelayNATSInAJobsFile(t *testing.T) {
+	t.Setenv("ONETICK_TEST_NATS_TOKEN", "s3cr3t-conn")
+	base, err := config.Parse("base.yaml", []byte("relays:\n  nats:\n    events: {url: 'nats://user:pw-s3cr3t@a:4222', stream: TICKS, token: '${ONETICK_TEST_NATS_TOKEN}'}\n    audit: {url: 'nats://b:4222', creds: /etc/nats/audit.creds}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := config.ParseRequestJobs("body", []byte("jobs:\n  - name: a\n    schedule: '@hourly'\n    prefer: duplicate\n    relay: {nats: {connection: events, subject: ticks.a}}\n  - name: b\n    schedule: '@hourly'\n    relay: {nats: {connection: audit, subject: ticks.b}}\n"), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, conn := range []string{"events", "audit"} {
+		def, err := f.Jobs[i].JobDef()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, secret := range []string{"s3cr3t", "nats://", "a:4222", "b:4222", "TICKS", "creds", "Token", "user"} {
+			if strings.Contains(string(def), secret) {
+				t.Errorf("the stored definition holds %q: %s", secret, def)
+			}
+		}
+		oj, cj, err := config.JobFromDef(def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := cj.Relay.NATS; n == nil || n.Connection != conn || n.URL != "" {
+			t.Errorf("%s: relay read back %+v", def, cj.Relay.NATS)
+		}
+		if oj.Relay == nil || oj.Relay.Kind != onetick.RelayNATS || oj.Version != config.DefVersion(def) {
+			t.Errorf("%s: engine job %+v: want a nats relay and the definition's version (ticks say which definition)", def, oj)
+		}
+		p, err := base.NATSPublish(cj.Relay.NATS)
+		if err != nil || p.URL != base.Relays.NATS[conn].URL || p.Subject != cj.Relay.NATS.Subject {
+			t.Errorf("%s: resolved %v", conn, err)
+		}
+	}
+	for _, c := range []struct{ body, want string }{
+		{"jobs:\n  - name: a\n    schedule: '@hourly'\n    relay:\n      nats: {connection: nope, subject: t}\n",
+			`body:5: jobs[0] (a).relay.nats.connection: unknown connection "nope": the configuration file base.yaml defines relays.nats audit, events`},
+		{"jobs:\n  - name: a\n    schedule: '@hourly'\n    relay:\n      nats: {subject: t}\n",
+			`body:5: jobs[0] (a).relay.nats.connection: is required: a job applied at run time names a connection the configuration file defines (the configuration file base.yaml defines relays.nats audit, events)`},
+		{"jobs:\n  - name: a\n    schedule: '@hourly'\n    relay:\n      nats:\n        connection: events\n        subject: t\n        url: 'nats://evil:4222'\n",
+			`body:8: jobs[0] (a).relay.nats.url: is for jobs of the configuration file only`},
+		{"jobs:\n  - name: a\n    schedule: '@hourly'\n    relay:\n      nats:\n        connection: events\n        subject: t\n        creds: /etc/passwd\n",
+			`body:8: jobs[0] (a).relay.nats.creds: is for jobs of the configuration file only`},
+		{"jobs:\n  - name: a\n    schedule: '@hourly'\n    relay:\n      nats: {connection: events, subject: 'a.*'}\n",
+			`body:5: jobs[0] (a).relay.nats.subject: "a.*" is not a subject to publish to`},
+	} {
+		_, err := config.ParseRequestJobs("body", []byte(c.body), base)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q:\n got %v\nwant %s", c.body, err, c.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "s3cr3t") || strings.Contains(err.Error(), "pw-")) {
+			t.Errorf("a secret in the message: %v", err)
+		}
 	}
 }

@@ -466,11 +466,12 @@ func (p *parser) strMap(e entry, path string) (map[string]string, bool) {
 
 // redact removes the secrets the file holds (passwords, the token) from
 // the messages of the errors of the fields near them: the backend and the
-// listener, the deadlines' webhook. (The jobs' messages never quote a
+// listener, the deadlines' webhook, the relays' connections. (The jobs' messages never quote a
 // secret's value.)
 func (p *parser) redact() {
 	for _, e := range p.errs {
-		if !strings.HasPrefix(e.Field, "backend.") && !strings.HasPrefix(e.Field, "http") && !strings.HasPrefix(e.Field, "deadlines.") {
+		if !strings.HasPrefix(e.Field, "backend.") && !strings.HasPrefix(e.Field, "http") && !strings.HasPrefix(e.Field, "deadlines.") &&
+			!strings.HasPrefix(e.Field, "relays.") {
 			continue
 		}
 		for _, s := range p.secrets {

@@ -3,11 +3,13 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
@@ -101,6 +103,40 @@ func (b *Backend) CanRelay(ctx context.Context, r onetick.Relay) error {
 	}
 	_, err = b.river()
 	return err
+}
+
+// riverBacklogStates are the states of a River job not yet worked:
+// waiting to be fetched (available), for its time (scheduled), or for its
+// next attempt (retryable).
+const riverBacklogStates = `'available', 'scheduled', 'retryable'`
+
+// RelayBacklog implements onetick.RelayBacklogger for River: the River
+// jobs of r's queue (every kind, as for asynq's pending list) not yet
+// worked, that is available, scheduled or retryable, in
+// Options.RiverSchema. Running jobs, finished ones and River's pending
+// state (jobs held back by River itself) are not counted.
+func (b *Backend) RelayBacklog(ctx context.Context, r onetick.Relay) (int64, error) {
+	if r.Kind != onetick.RelayRiver {
+		return 0, fmt.Errorf("postgres: no backlog of a %s relay (this store relays to %s)", r.Kind, onetick.RelayRiver)
+	}
+	queue := r.Queue
+	if queue == "" {
+		queue = onetick.DefaultRelayQueue
+	}
+	table, where := "river_job", "the connection's search_path"
+	if b.opts.RiverSchema != "" {
+		table, where = pgx.Identifier{b.opts.RiverSchema, table}.Sanitize(), "schema "+b.opts.RiverSchema
+	}
+	var n int64
+	err := b.pool.QueryRow(ctx, `SELECT count(*) FROM `+table+` WHERE queue = $1 AND state IN (`+riverBacklogStates+`)`, queue).Scan(&n)
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe) && pe.Code == "42P01": // undefined_table
+		return 0, fmt.Errorf("river's tables are not in %s", where)
+	case err != nil:
+		return 0, fmt.Errorf("river: backlog of queue %s: %w", queue, err)
+	}
+	return n, nil
 }
 
 // RiverSchema returns Options.RiverSchema: where River's tables are.

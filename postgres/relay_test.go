@@ -292,3 +292,92 @@ func TestRelayRiverRefusesWhatItDoesNotKnow(t *testing.T) {
 func TestRelayAsynqRefusedOnPostgres(t *testing.T) {
 	backendtest.RelayRefused(t, harness(), onetick.Relay{Kind: onetick.RelayAsynq})
 }
+
+// TestRelayRiverBacklog: the backlog of a River relay is the River jobs
+// of its queue not yet worked (available, scheduled, retryable), read
+// from the River schema: relayed ticks in a queue no River client works
+// count, until River finishes or runs them; a queue worked by a real
+// River client drains to 0; a relay kind PostgreSQL does not serve, and
+// River's tables missing, are errors that say so.
+func TestRelayRiverBacklog(t *testing.T) {
+	ctx := ctxT(t)
+	r := newRiverRig(t)
+	idle := &onetick.Relay{Kind: onetick.RelayRiver, Queue: "idle", Type: "report"}
+	backlog := func(rl onetick.Relay) int64 {
+		t.Helper()
+		n, err := r.b.RelayBacklog(ctx, rl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := backlog(*idle); n != 0 {
+		t.Fatalf("backlog of an empty queue: %d", n)
+	}
+	g, err := r.b.Acquire(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0 := onetick.SlotOf(time.Now().Add(-time.Minute).Truncate(time.Second))
+	var ticks []onetick.Tick
+	for i := range 5 {
+		tk := relayed(s0 + onetick.Slot(1000*i))
+		tk.Relay = idle
+		ticks = append(ticks, tk)
+	}
+	worked := []onetick.Tick{relayed(s0), relayed(s0 + 1000)} // queue reports: the rig's River client works it
+	for i := range worked {
+		worked[i].Job = "drain"
+	}
+	if _, err := r.b.Claim(ctx, g.Lease, append(ticks, worked...)); err != nil {
+		t.Fatal(err)
+	}
+	if n := backlog(*idle); n != 5 {
+		t.Fatalf("backlog of 5 relayed ticks nobody works: %d", n)
+	}
+	// River's own states: one completed, one running, one retryable, one
+	// scheduled, one still available.
+	q := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := r.b.Pool().Exec(ctx, strings.ReplaceAll(sql, "{r}", r.b.RiverSchema()), args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	ids := make([]int64, 0, 5)
+	rows, err := r.b.Pool().Query(ctx, `SELECT id FROM `+r.b.RiverSchema()+`.river_job WHERE queue = 'idle' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if rows.Close(); rows.Err() != nil || len(ids) != 5 {
+		t.Fatalf("River jobs of queue idle: %v, %v", ids, rows.Err())
+	}
+	q(`UPDATE {r}.river_job SET state = 'completed', finalized_at = now() WHERE id = $1`, ids[0])
+	q(`UPDATE {r}.river_job SET state = 'running', attempt = 1, attempted_at = now() WHERE id = $1`, ids[1])
+	q(`UPDATE {r}.river_job SET state = 'retryable', attempt = 1, attempted_at = now() WHERE id = $1`, ids[2])
+	q(`UPDATE {r}.river_job SET state = 'scheduled', scheduled_at = now() + interval '1 hour' WHERE id = $1`, ids[3])
+	if n := backlog(*idle); n != 3 {
+		t.Fatalf("backlog with one completed, one running, one retryable, one scheduled and one available: %d, want 3", n)
+	}
+	// A queue a River client works drains: River marks a job running when
+	// it fetches it, before its Work is called.
+	r.rec.await(t, 2)
+	if n := backlog(*reports); n != 0 {
+		t.Fatalf("backlog of the worked queue: %d", n)
+	}
+
+	if _, err := r.b.RelayBacklog(ctx, onetick.Relay{Kind: onetick.RelayAsynq, Queue: "idle"}); err == nil || !strings.Contains(err.Error(), "no backlog of a asynq relay") {
+		t.Fatalf("backlog of an asynq relay on PostgreSQL: %v", err)
+	}
+	bare := openWith(t, postgres.Options{RiverSchema: pgtest.Schema(t)})
+	t.Cleanup(func() { _ = bare.Close() })
+	if _, err := bare.RelayBacklog(ctx, *idle); err == nil || !strings.Contains(err.Error(), "river's tables are not in schema") {
+		t.Fatalf("backlog without River's tables: %v", err)
+	}
+}

@@ -111,10 +111,18 @@ func writeConfig(t *testing.T, body string) string {
 // it listens. It is stopped with SIGTERM at the end of the test.
 func startDaemon(t *testing.T, cfg string, args ...string) *daemon {
 	t.Helper()
+	return startRun(t, append([]string{"run", "--config", cfg, "--memory", "--log-format", "json", "--replica", "t"}, args...)...)
+}
+
+// startRun runs Main with argv, a `run` command whose listener logs
+// "http listening", and returns once it listens; it is stopped as
+// startDaemon's.
+func startRun(t *testing.T, argv ...string) *daemon {
+	t.Helper()
 	d := &daemon{logs: &logLines{wake: make(chan struct{}, 1)}, sigs: make(chan os.Signal, 2), done: make(chan int, 1)}
 	env := Env{Stdout: io.Discard, Stderr: d.logs, Signals: d.sigs}
 	go func() {
-		d.done <- Main(context.Background(), append([]string{"run", "--config", cfg, "--memory", "--log-format", "json", "--replica", "t"}, args...), env)
+		d.done <- Main(context.Background(), argv, env)
 	}()
 	d.addr = d.logs.wait(t, "http listening", d.done)["addr"].(string)
 	t.Cleanup(func() {

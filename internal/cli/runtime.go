@@ -16,15 +16,19 @@ import (
 )
 
 // Jobs defined at run time may carry a run block (within the allow-list
-// of the configuration file, config.Allow). Every worker reads their
-// definitions when the jobs' version changes (checked every second, as
-// the leader does), builds the executor of each definition this
-// replica's own file allows, and registers the job with its worker
-// without a restart; a job removed or no longer allowed is unregistered.
+// of the configuration file, config.Allow) or a NATS relay (naming a
+// connection of the configuration file's relays.nats). Every worker reads
+// their definitions when the jobs' version changes (checked every second,
+// as the leader does), builds the executor (or the relay consumer) of
+// each definition this replica's own file allows, and registers the job
+// with its worker without a restart; a job removed or no longer allowed
+// is unregistered. A relay's address and credentials come from this
+// replica's file, looked up by the connection's name: the definition in
+// the store holds neither.
 //
 // A tick carries its job's definition version (onetick.Job.Version), so
-// it runs with the definition it was claimed under: a worker keeps the
-// executors of the last few versions of each job. A tick whose version
+// it runs (is published) with the definition it was claimed under: a
+// worker keeps the handlers of the last few versions of each job. A tick whose version
 // this worker never saw (the definition changed again, or the job was
 // removed, before this worker read it) is not run with another
 // definition: it goes to the dead letters, saying so, and `onetick dead
@@ -34,12 +38,13 @@ import (
 // keptVersions is how many definitions of one job a worker keeps.
 const keptVersions = 8
 
-// runtimeRuns keeps the executors of the run-time jobs of one worker.
+// runtimeRuns keeps the handlers of the run-time jobs of one worker.
 type runtimeRuns struct {
 	js    onetick.JobStore
 	w     *worker.Worker
 	allow config.Allow
-	file  *config.File // for defaults of the definitions (prefix, ttl)
+	file  *config.File // the allow-list's and the connections' file
+	nats  *natsRelays
 	log   *slog.Logger
 	build func(config.Job, *slog.Logger) (executor.Executor, error)
 
@@ -55,13 +60,13 @@ type runtimeJob struct {
 	current  string // version of the definition in the store; "" once removed
 	opts     string // the registration's options, to tell when they change
 	versions []string
-	byVer    map[string]executor.Executor
+	byVer    map[string]worker.Handler
 }
 
-func newRuntimeRuns(f *config.File, js onetick.JobStore, w *worker.Worker, log *slog.Logger) *runtimeRuns {
+func newRuntimeRuns(f *config.File, js onetick.JobStore, w *worker.Worker, relays *natsRelays, log *slog.Logger) *runtimeRuns {
 	a := f.Worker.Allow
 	a.Path = f.Path
-	return &runtimeRuns{js: js, w: w, allow: a, file: f, log: log, build: executorOf,
+	return &runtimeRuns{js: js, w: w, allow: a, file: f, nats: relays, log: log, build: executorOf,
 		jobs: map[string]*runtimeJob{}, refused: map[string]string{}}
 }
 
@@ -110,26 +115,26 @@ func (r *runtimeRuns) refresh(ctx context.Context) error {
 			continue // the file's definition wins; the scheduler logs the clash
 		}
 		oj, cj, err := config.JobFromDef(sj.Def)
-		if err != nil || cj.Run == nil {
-			continue // not ours to run (the scheduler logs a definition it cannot use)
+		if err != nil || (cj.Run == nil && !natsRelayed(cj)) {
+			continue // not ours to work (the scheduler logs a definition it cannot use)
 		}
 		cj.Stream, cj.Prefer = oj.Stream, string(oj.Prefer) // with the defaults the scheduler uses
-		if problems := r.allow.CheckRun(cj.Name, cj.Run); len(problems) > 0 {
+		if problems := r.check(cj); len(problems) > 0 {
 			r.refuseLocked(cj.Name, strings.Join(problems, "; "))
 			continue
 		}
 		ver := config.DefVersion(sj.Def)
 		rj := r.jobs[cj.Name]
 		if rj == nil {
-			rj = &runtimeJob{byVer: map[string]executor.Executor{}}
+			rj = &runtimeJob{byVer: map[string]worker.Handler{}}
 		}
 		if _, ok := rj.byVer[ver]; !ok {
-			x, err := r.build(cj, r.log)
+			h, err := r.handler(cj)
 			if err != nil {
 				r.refuseLocked(cj.Name, err.Error())
 				continue
 			}
-			rj.byVer[ver] = x
+			rj.byVer[ver] = h
 			rj.versions = append([]string{ver}, rj.versions...)
 			for len(rj.versions) > keptVersions {
 				delete(rj.byVer, rj.versions[len(rj.versions)-1])
@@ -158,27 +163,71 @@ func (r *runtimeRuns) refresh(ctx context.Context) error {
 	return nil
 }
 
+// natsRelayed reports whether j is relayed to NATS JetStream.
+func natsRelayed(j config.Job) bool { return j.Relay != nil && j.Relay.NATS != nil }
+
+// check says, one message per problem, why this worker may not work j:
+// a run block outside the allow-list, a relay without a connection (a
+// definition in the store never says where or how to connect).
+func (r *runtimeRuns) check(j config.Job) []string {
+	if j.Run != nil {
+		return r.allow.CheckRun(j.Name, j.Run)
+	}
+	if natsRelayed(j) && j.Relay.NATS.Connection == "" {
+		return []string{fmt.Sprintf("job %q: relay.nats names no connection: a job defined at run time names one of relays.nats in %s", j.Name, r.file.Path)}
+	}
+	return nil
+}
+
+// handler builds the handler of one definition of j: its executor, or
+// its relay consumer on this replica's connection.
+func (r *runtimeRuns) handler(j config.Job) (worker.Handler, error) {
+	if j.Run == nil {
+		p, err := r.nats.publisher(j)
+		if err != nil {
+			return nil, fmt.Errorf("relay.nats: %v", err)
+		}
+		return p, nil
+	}
+	x, err := r.build(j, r.log)
+	if err != nil {
+		return nil, err
+	}
+	return handlerOf(x), nil
+}
+
 // registerLocked registers job with the worker, or registers it again
-// when the options of its run block changed.
+// when the options of its run block (or relay) changed.
 func (r *runtimeRuns) registerLocked(j config.Job, rj *runtimeJob) error {
-	ru := j.Run
-	opts := fmt.Sprintf("%s|%d|%s|%s|%s|%s|%d", j.Stream, ru.MaxAttempts, ru.Backoff, ru.MaxBackoff, ru.Overlap, j.Prefer, j.MaxCatchup)
+	var opts string
+	var options []worker.JobOption
+	if ru := j.Run; ru != nil {
+		opts = fmt.Sprintf("run|%s|%d|%s|%s|%s|%s|%d", j.Stream, ru.MaxAttempts, ru.Backoff, ru.MaxBackoff, ru.Overlap, j.Prefer, j.MaxCatchup)
+		options = runOptions(j)
+	} else {
+		opts = fmt.Sprintf("nats|%s|%s", j.Stream, j.Prefer)
+		options = natsOptions(j)
+	}
 	if rj.opts == opts {
 		return nil
 	}
 	name := j.Name
 	err := r.w.Set(name, worker.HandlerFunc(func(ctx context.Context, t *worker.Task) error {
-		x, err := r.executor(ctx, name, t.Version)
+		h, err := r.versionHandler(ctx, name, t.Version)
 		if err != nil {
 			return fmt.Errorf("%w (%w)", err, worker.ErrSkipRetry)
 		}
-		return handlerOf(x).Work(ctx, t)
-	}), runOptions(j)...)
+		return h.Work(ctx, t)
+	}), options...)
 	if err != nil {
 		return err
 	}
 	if rj.opts == "" {
-		r.log.Info("job defined at run time: its worker runs it", "job", name, "version", rj.current)
+		what := "its worker runs it"
+		if j.Run == nil {
+			what = "its worker publishes its ticks to jetstream"
+		}
+		r.log.Info("job defined at run time: "+what, "job", name, "version", rj.current)
 	}
 	rj.opts = opts
 	return nil
@@ -195,13 +244,13 @@ func (r *runtimeRuns) refuseLocked(job, why string) {
 // errUnknownVersion: a tick's definition is no longer known here.
 var errUnknownVersion = errors.New("the definition this tick was claimed under is no longer known to this worker")
 
-// executor returns the executor of job's definition version ver (the
+// versionHandler returns the handler of job's definition version ver (the
 // current one for ""), reading the store once more when it is not known.
-func (r *runtimeRuns) executor(ctx context.Context, job, ver string) (executor.Executor, error) {
+func (r *runtimeRuns) versionHandler(ctx context.Context, job, ver string) (worker.Handler, error) {
 	for attempt := 0; ; attempt++ {
 		r.mu.Lock()
 		rj := r.jobs[job]
-		var x executor.Executor
+		var x worker.Handler
 		if rj != nil {
 			want := ver
 			if want == "" {

@@ -138,6 +138,8 @@ func printRelays(w io.Writer, rs []onetick.RelayStatus) {
 		}
 		if r.Error != "" {
 			note = "  (" + r.Error + ")"
+		} else if r.Note != "" {
+			note = "  (" + r.Note + ")"
 		}
 		fprintf(tw, "  %s\t%s\t%s\t%s%s\n", r.Kind, r.Queue, backlog, strings.Join(r.Jobs, ","), note)
 	}

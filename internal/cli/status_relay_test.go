@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,7 +14,12 @@ import (
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
 	"github.com/onetick/onetick/cron"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/onetick/onetick/internal/pgtest"
 	"github.com/onetick/onetick/internal/redistest"
+	"github.com/onetick/onetick/postgres"
 	"github.com/onetick/onetick/redis"
 )
 
@@ -149,6 +155,88 @@ jobs:
 	}
 	if len(st.Relays) != 3 || st.Relays[0].Backlog == nil || *st.Relays[0].Backlog != 3 ||
 		st.Relays[2].Backlog != nil || st.Relays[2].Error == "" {
+		t.Errorf("status --json relays: %+v", st.Relays)
+	}
+}
+
+// TestStatusRelaysRiverAndNATS: on PostgreSQL with River's tables in
+// their schema, `onetick status --config FILE` shows River's backlog (the
+// queue's jobs not yet worked: two triggers no River client took), and a
+// NATS relay as n/a with the reason; --json the same.
+func TestStatusRelaysRiverAndNATS(t *testing.T) {
+	ctx := context.Background()
+	schema, rs := pgtest.Schema(t), pgtest.Schema(t)
+	path := filepath.Join(t.TempDir(), "onetick.yaml")
+	cfg := fmt.Sprintf(`backend:
+  postgres: {url: %q, schema: %s, river_schema: %s}
+relays:
+  nats:
+    events: {url: "nats://127.0.0.1:4222"}
+jobs:
+  - {name: report, schedule: "@every 1h", relay: {river: {queue: st1}}}
+  - {name: audit, schedule: "@every 1h", relay: {river: {queue: st1, kind: audit_kind}}}
+  - {name: mail, schedule: "@every 1h", relay: {nats: {connection: events, subject: ticks.mail}}}
+`, pgtest.URL(), schema, rs)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := f.OneTickJobs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := postgres.Open(ctx, pgtest.URL(), f.PostgresOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Pool().Exec(ctx, "CREATE SCHEMA "+rs); err != nil {
+		t.Fatal(err)
+	}
+	m, err := rivermigrate.New(riverpgxv5.New(b.Pool()), &rivermigrate.Config{Schema: rs, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		t.Fatal(err)
+	}
+	ops := &onetick.Ops{Backend: b, Jobs: jobs}
+	for _, k := range []string{"k1", "k2"} {
+		if _, err := ops.Trigger(ctx, "report", k, "", onetick.Actor{Who: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := Main(ctx, args, Env{Stdout: &out, Stderr: &errOut}); code != 0 {
+			t.Fatalf("%v: exit %d\n%s\n%s", args, code, out.String(), errOut.String())
+		}
+		return out.String()
+	}
+	out := run("status", "--config", path)
+	for _, re := range []string{
+		`(?m)^  nats +events +n/a +mail  \(not known: JetStream's consumers are yours; .*\)$`,
+		`(?m)^  river +st1 +2 +audit,report$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("status output lacks %s:\n%s", re, out)
+		}
+	}
+	var st struct {
+		Relays []onetick.RelayStatus `json:"relays"`
+	}
+	if err := json.Unmarshal([]byte(run("status", "--config", path, "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Relays) != 2 || st.Relays[0].Kind != "nats" || st.Relays[0].Backlog != nil || st.Relays[0].Note == "" ||
+		st.Relays[1].Backlog == nil || *st.Relays[1].Backlog != 2 || st.Relays[1].Error != "" {
 		t.Errorf("status --json relays: %+v", st.Relays)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -39,36 +40,89 @@ func natsJobs(f *config.File) []config.Job {
 	return out
 }
 
-// handleNATS registers the relay consumer of each of jobs with w; close
-// closes their connections once w stopped.
-func handleNATS(f *config.File, w *worker.Worker, jobs []config.Job, reg prometheus.Registerer) (close func(), err error) {
-	var pubs []*natsrelay.Publisher
-	close = func() {
-		for _, p := range pubs {
-			p.Close()
+// natsRelays builds a replica's relay consumers (natsrelay.Publisher):
+// one connection per connection of the file's relays.nats, shared by
+// every job that names it, whether the job is the file's or was applied
+// at run time; a connection of its own for a file's job that gives its
+// address inline. It is safe for concurrent use.
+type natsRelays struct {
+	f   *config.File
+	reg prometheus.Registerer
+
+	mu    sync.Mutex
+	m     *natsrelay.Metrics // registered on first use
+	conns map[string]*natsrelay.Conn
+	own   []*natsrelay.Publisher
+}
+
+func newNATSRelays(f *config.File, reg prometheus.Registerer) *natsRelays {
+	return &natsRelays{f: f, reg: reg, conns: map[string]*natsrelay.Conn{}}
+}
+
+// publisher returns the relay consumer of j, whose relay is nats. The
+// error names the job's connection, never an address or a credential.
+func (r *natsRelays) publisher(j config.Job) (*natsrelay.Publisher, error) {
+	n, err := r.f.NATSPublish(j.Relay.NATS)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		if r.m, err = natsrelay.NewMetrics(r.reg); err != nil {
+			return nil, err
 		}
 	}
-	if len(jobs) == 0 {
-		return close, nil
-	}
-	m, err := natsrelay.NewMetrics(reg)
-	if err != nil {
-		return close, err
-	}
-	for _, j := range jobs {
-		n := j.Relay.NATS
-		p, err := natsrelay.New(natsrelay.Config{URL: n.URL, Token: n.Token, Creds: n.Creds, Subject: n.Subject, Stream: n.Stream,
-			PerSubject: n.PerSubject, Prefer: onetick.Prefer(j.Prefer), Metrics: m})
+	cfg := natsrelay.Config{Subject: n.Subject, Stream: n.Stream, PerSubject: n.PerSubject, Prefer: onetick.Prefer(j.Prefer), Metrics: r.m}
+	if n.Connection == "" {
+		cfg.URL, cfg.Token, cfg.Creds = n.URL, n.Token, n.Creds
+		p, err := natsrelay.New(cfg)
 		if err == nil {
-			pubs = append(pubs, p)
-			err = w.Handle(j.Name, p, worker.WithStream(j.Stream), worker.WithPrefer(onetick.Prefer(j.Prefer)),
-				worker.WithOverlap(worker.OverlapAllow))
+			r.own = append(r.own, p)
+		}
+		return p, err
+	}
+	c := r.conns[n.Connection]
+	if c == nil {
+		if c, err = natsrelay.NewConn(natsrelay.ConnConfig{URL: n.URL, Token: n.Token, Creds: n.Creds}); err != nil {
+			return nil, fmt.Errorf("connection %s: %v", n.Connection, err)
+		}
+		r.conns[n.Connection] = c
+	}
+	cfg.Conn = c
+	return natsrelay.New(cfg)
+}
+
+// close closes the connections: call it once the worker stopped.
+func (r *natsRelays) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.own {
+		p.Close()
+	}
+	for _, c := range r.conns {
+		c.Close()
+	}
+}
+
+// natsOptions are the worker options of a job relayed to NATS: a publish
+// may overlap another (JetStream orders nothing of onetick's).
+func natsOptions(j config.Job) []worker.JobOption {
+	return []worker.JobOption{worker.WithStream(j.Stream), worker.WithPrefer(onetick.Prefer(j.Prefer)), worker.WithOverlap(worker.OverlapAllow)}
+}
+
+// handleNATS registers the relay consumer of each of the file's jobs with w.
+func handleNATS(f *config.File, w *worker.Worker, jobs []config.Job, relays *natsRelays) error {
+	for _, j := range jobs {
+		p, err := relays.publisher(j)
+		if err == nil {
+			err = w.Handle(j.Name, p, natsOptions(j)...)
 		}
 		if err != nil {
-			return close, usageError{fmt.Errorf("%s: jobs (%s).relay.nats: %v", f.Path, j.Name, err)}
+			return usageError{fmt.Errorf("%s: jobs (%s).relay.nats: %v", f.Path, j.Name, err)}
 		}
 	}
-	return close, nil
+	return nil
 }
 
 // executorOf builds the executor of a job's run block.
@@ -91,17 +145,18 @@ func handlerOf(x executor.Executor) worker.Handler {
 }
 
 // buildWorker returns the replica's worker for the jobs that have a run
-// block or a NATS relay, and, when the file allows run blocks in jobs defined at run time
-// (worker.allow_commands, worker.allow_http_hosts) and the store keeps
-// such jobs, what keeps the worker's registrations in line with them; nil
-// when there is nothing to run. closeRelays closes the relay consumers'
-// connections: call it once the worker stopped.
+// block or a NATS relay, and, when the store keeps jobs defined at run
+// time and the file allows them work here (run blocks: worker.allow_commands,
+// worker.allow_http_hosts; NATS relays: a connection of relays.nats), what
+// keeps the worker's registrations in line with them; nil when there is
+// nothing to run. closeRelays closes the relay consumers' connections:
+// call it once the worker stopped.
 func buildWorker(f *config.File, h *stores.Handle, replica string, log *slog.Logger, reg prometheus.Registerer,
 	onAttempt func(context.Context, *worker.Task) (context.Context, func(worker.AttemptEnd))) (*worker.Worker, *runtimeRuns, func(), error) {
 	none := func() {}
 	jobs, relayed := runJobs(f), natsJobs(f)
 	js, keeps := h.Backend().(onetick.JobStore)
-	dynamic := keeps && (len(f.Worker.Allow.Commands) > 0 || len(f.Worker.Allow.HTTPHosts) > 0)
+	dynamic := keeps && (len(f.Worker.Allow.Commands) > 0 || len(f.Worker.Allow.HTTPHosts) > 0 || len(f.Relays.NATS) > 0)
 	if len(jobs) == 0 && len(relayed) == 0 && !dynamic {
 		return nil, nil, none, nil
 	}
@@ -125,14 +180,14 @@ func buildWorker(f *config.File, h *stores.Handle, replica string, log *slog.Log
 			return nil, nil, none, usageError{fmt.Errorf("%s:%d: jobs (%s).run: %v", f.Path, j.Run.Line, j.Name, err)}
 		}
 	}
-	closeRelays, err := handleNATS(f, w, relayed, reg)
-	if err != nil {
-		closeRelays()
+	relays := newNATSRelays(f, reg)
+	if err := handleNATS(f, w, relayed, relays); err != nil {
+		relays.close()
 		return nil, nil, none, err
 	}
 	var rt *runtimeRuns
 	if dynamic {
-		rt = newRuntimeRuns(f, js, w, log)
+		rt = newRuntimeRuns(f, js, w, relays, log)
 	}
-	return w, rt, closeRelays, nil
+	return w, rt, relays.close, nil
 }

@@ -110,6 +110,38 @@ func (p *Page) DamagedRows() int {
 	return n
 }
 
+// relayJobsShown is how many of a relay's jobs its row names.
+const relayJobsShown = 5
+
+// relayView is one row of the relays table.
+type relayView struct {
+	onetick.RelayStatus
+	// Shown are the first jobs relayed to it; More counts the others.
+	Shown []string
+	More  int
+	// Why says why the backlog is n/a, when it is.
+	Why string
+}
+
+// RelayRows are the relays as the table shows them.
+func (p *Page) RelayRows() []relayView {
+	out := make([]relayView, len(p.Relays))
+	for i, r := range p.Relays {
+		v := relayView{RelayStatus: r, Shown: r.Jobs}
+		if len(r.Jobs) > relayJobsShown {
+			v.Shown, v.More = r.Jobs[:relayJobsShown], len(r.Jobs)-relayJobsShown
+		}
+		if r.Backlog == nil {
+			v.Why = r.Error
+			if v.Why == "" {
+				v.Why = r.Note
+			}
+		}
+		out[i] = v
+	}
+	return out
+}
+
 // timeView is a slot as a cell shows it.
 type timeView struct {
 	ISO   string // RFC 3339 UTC, for <time datetime>

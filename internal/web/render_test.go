@@ -313,3 +313,48 @@ func FuzzQuery(f *testing.F) {
 		}
 	})
 }
+
+// TestRenderRelays: the relays table lists each relay's kind, queue,
+// backlog (n/a with the reason when the store cannot tell) and jobs (the
+// first five, then a count), escaped; a page without relays has none.
+func TestRenderRelays(t *testing.T) {
+	p := fixedPage()
+	three, many := int64(3), int64(1234567)
+	p.Relays = []onetick.RelayStatus{
+		{Kind: onetick.RelayAsynq, Queue: "st1", Jobs: []string{"audit", "report"}, Backlog: &three},
+		{Kind: onetick.RelayNATS, Queue: "ticks.mail", Jobs: []string{"mail"}, Note: "not known: JetStream's consumers are yours"},
+		{Kind: onetick.RelayRiver, Queue: "<q>", Jobs: []string{"a1", scriptName, "a3", "a4", "a5", "a6", "a7"}, Backlog: &many},
+		{Kind: onetick.RelayRiver, Queue: "broken", Jobs: []string{"b"}, Error: "river's tables are not in <schema>"},
+	}
+	out := render(t, p)
+	if !strings.Contains(out, "<h2>Relays</h2>") || !strings.Contains(out, "<th>Relay</th><th>Queue</th><th>Backlog</th><th>Jobs</th>") {
+		t.Fatalf("the page has no relays table:\n%s", out)
+	}
+	rows := regexp.MustCompile(`(?s)<tr data-relay="([^"]*)">(.*?)</tr>`).FindAllStringSubmatch(out, -1)
+	if len(rows) != 4 {
+		t.Fatalf("%d relay rows, want 4", len(rows))
+	}
+	text := func(html string) string {
+		return strings.Join(strings.Fields(regexp.MustCompile(`<[^>]*>`).ReplaceAllString(html, " ")), " ")
+	}
+	for i, want := range []struct{ key, text string }{
+		{"asynq:st1", "asynq st1 3 audit , report"},
+		{"nats:ticks.mail", "nats ticks.mail n/a not known: JetStream&#39;s consumers are yours mail"},
+		{"river:&lt;q&gt;", "river &lt;q&gt; 1,234,567 a1 , &lt;script&gt;alert(1)&lt;/script&gt; , a3 , a4 , a5 and 2 more"},
+		{"river:broken", "river broken n/a river&#39;s tables are not in &lt;schema&gt; b"},
+	} {
+		if rows[i][1] != want.key || text(rows[i][2]) != want.text {
+			t.Errorf("relay row %d: %q %q, want %q %q", i, rows[i][1], text(rows[i][2]), want.key, want.text)
+		}
+	}
+	if !strings.Contains(rows[0][2], `<a class="job" href="jobs/audit">audit</a>`) {
+		t.Errorf("a relay's job is not a link to its page: %s", rows[0][2])
+	}
+	if strings.Contains(out, "<script>alert") {
+		t.Error("a job name in the relays table is not escaped")
+	}
+	p.Relays = nil
+	if out := render(t, p); strings.Contains(out, "Relays") || strings.Contains(out, "data-relay") {
+		t.Error("a page without relays shows a relays table")
+	}
+}

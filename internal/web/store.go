@@ -78,6 +78,8 @@ func (s *Store) Page(ctx context.Context, q Query) (*Page, error) {
 		return p, err
 	}
 	p.StoreTime, p.Leader, p.Terms = st.StoreTime, st.Leader, st.History
+	// Every job's relays: the page's jobs are a window of them.
+	p.Relays = onetick.ReadRelays(ctx, s.Backend, jobs)
 	for _, d := range st.Damage {
 		if d.Job == "" {
 			p.Damage = append(p.Damage, d)

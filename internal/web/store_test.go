@@ -131,3 +131,45 @@ func TestStore(t *testing.T) {
 		t.Fatalf("store down: page %+v, err %v", p, err)
 	}
 }
+
+// TestStoreRelays: the page's relays are every job's, read from the store
+// (asynq's pending tasks on a real Redis) whatever page is shown.
+func TestStoreRelays(t *testing.T) {
+	srv := redistest.Start(t)
+	b, err := otredis.Open(srv.URL(), otredis.Options{Prefix: "webrelays"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	every, err := cron.Parse("@every 1h", time.UTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs []onetick.Job
+	for i := range 150 {
+		jobs = append(jobs, onetick.Job{Name: fmt.Sprintf("job-%03d", i), Schedule: every})
+	}
+	q := &onetick.Relay{Kind: onetick.RelayAsynq, Queue: "webq"}
+	jobs[0].Relay, jobs[149].Relay = q, q // on pages 1 and 2
+	ops := &onetick.Ops{Backend: b, Jobs: jobs}
+	for _, k := range []string{"k1", "k2"} {
+		if _, err := ops.Trigger(ctx, "job-149", k, "", onetick.Actor{Who: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &web.Store{Backend: b, Jobs: jobs}
+	for _, page := range []int{1, 2} {
+		p, err := s.Page(ctx, web.Query{Page: page})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Relays) != 1 {
+			t.Fatalf("page %d: relays %+v, want one", page, p.Relays)
+		}
+		r := p.Relays[0]
+		if r.Kind != onetick.RelayAsynq || r.Queue != "webq" || !slices.Equal(r.Jobs, []string{"job-000", "job-149"}) || r.Backlog == nil || *r.Backlog != 2 {
+			t.Errorf("page %d: relay %+v, want asynq webq of job-000 and job-149, backlog 2", page, r)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 // Package web serves onetick's status page: at "/" of a replica's HTTP
 // listener, the leader and its epoch, the recent leadership terms, this
-// replica and the damage it ran into, and a table of jobs.
+// replica and the damage it ran into, the relays the jobs hand their ticks
+// to with their backlogs, and a table of jobs.
 //
 // The page is read-only (GET and HEAD only) and self-contained: one HTML
 // response with its style and script inline, built by html/template from
@@ -62,6 +63,9 @@ type Page struct {
 	// Damage is damaged store state that belongs to no job (lease, epoch,
 	// history, tick records); a job's own damage is on its row.
 	Damage []*onetick.DamageError
+	// Relays are the relays every job uses (not only this page's), with
+	// the tasks waiting in each, as `onetick status` shows them.
+	Relays []onetick.RelayStatus
 	// Total is the number of configured jobs; Matched the number that
 	// match Query (before paging).
 	Total, Matched int

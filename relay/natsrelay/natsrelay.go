@@ -59,6 +59,78 @@ type Config struct {
 	Metrics *Metrics
 	// JetStream, when set, is used instead of connecting to URL (tests).
 	JetStream jetstream.JetStream
+	// Conn, when set, is a connection shared with other publishers (a
+	// named connection of the configuration file), used instead of URL,
+	// Token and Creds; the publisher does not close it.
+	Conn *Conn
+}
+
+// ConnConfig says where and how a Conn connects.
+type ConnConfig struct {
+	// URL is the NATS server URL(s), comma separated.
+	URL string
+	// Token or Creds (a credentials file's path) authenticate; at most one.
+	Token, Creds string
+}
+
+// Conn is a connection to NATS JetStream that connects on first use and
+// may be shared by the publishers of many jobs.
+type Conn struct {
+	cfg ConnConfig
+
+	mu sync.Mutex
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+// NewConn returns a connection to cfg; it connects on first use.
+func NewConn(cfg ConnConfig) (*Conn, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("natsrelay: url is required")
+	}
+	if cfg.Token != "" && cfg.Creds != "" {
+		return nil, errors.New("natsrelay: token and creds are exclusive")
+	}
+	return &Conn{cfg: cfg}, nil
+}
+
+// JetStream returns the connection's JetStream context, connecting first
+// if need be. The error never holds the URL (it may carry a password).
+func (c *Conn) JetStream() (jetstream.JetStream, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.js != nil {
+		return c.js, nil
+	}
+	opts := []nats.Option{nats.Name("onetick relay"), nats.MaxReconnects(-1)}
+	if c.cfg.Token != "" {
+		opts = append(opts, nats.Token(c.cfg.Token))
+	}
+	if c.cfg.Creds != "" {
+		opts = append(opts, nats.UserCredentials(c.cfg.Creds))
+	}
+	nc, err := nats.Connect(c.cfg.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to nats: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	c.nc, c.js = nc, js
+	return js, nil
+}
+
+// Close closes the connection, if it was opened; a later use connects
+// again.
+func (c *Conn) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nc != nil {
+		c.nc.Close()
+		c.nc, c.js = nil, nil
+	}
 }
 
 // Message is the body of a published tick (JSON).
@@ -74,11 +146,9 @@ type Message struct {
 
 // Publisher is the relay consumer of one job: a worker.Handler.
 type Publisher struct {
-	cfg Config
-
-	mu sync.Mutex
-	nc *nats.Conn
-	js jetstream.JetStream
+	cfg  Config
+	conn *Conn // nil with cfg.JetStream
+	own  bool  // conn is the publisher's own, closed by Close
 }
 
 // New returns the relay consumer of cfg; it connects on first use.
@@ -86,50 +156,30 @@ func New(cfg Config) (*Publisher, error) {
 	if cfg.Subject == "" {
 		return nil, errors.New("natsrelay: subject is required")
 	}
-	if cfg.JetStream == nil && cfg.URL == "" {
-		return nil, errors.New("natsrelay: url is required")
+	p := &Publisher{cfg: cfg, conn: cfg.Conn}
+	if cfg.JetStream == nil && cfg.Conn == nil {
+		c, err := NewConn(ConnConfig{URL: cfg.URL, Token: cfg.Token, Creds: cfg.Creds})
+		if err != nil {
+			return nil, err
+		}
+		p.conn, p.own = c, true
 	}
-	if cfg.Token != "" && cfg.Creds != "" {
-		return nil, errors.New("natsrelay: token and creds are exclusive")
-	}
-	return &Publisher{cfg: cfg, js: cfg.JetStream}, nil
+	return p, nil
 }
 
-// Close closes the connection New's publisher opened, if any.
+// Close closes the connection New's publisher opened, if any (not a
+// shared Conn).
 func (p *Publisher) Close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.nc != nil {
-		p.nc.Close()
-		p.nc, p.js = nil, p.cfg.JetStream
+	if p.own {
+		p.conn.Close()
 	}
 }
 
 func (p *Publisher) jetStream() (jetstream.JetStream, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.js != nil {
-		return p.js, nil
+	if p.cfg.JetStream != nil {
+		return p.cfg.JetStream, nil
 	}
-	opts := []nats.Option{nats.Name("onetick relay"), nats.MaxReconnects(-1)}
-	if p.cfg.Token != "" {
-		opts = append(opts, nats.Token(p.cfg.Token))
-	}
-	if p.cfg.Creds != "" {
-		opts = append(opts, nats.UserCredentials(p.cfg.Creds))
-	}
-	nc, err := nats.Connect(p.cfg.URL, opts...)
-	if err != nil {
-		// The URL may carry a password: say which error, not where.
-		return nil, fmt.Errorf("connecting to nats: %w", err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("jetstream: %w", err)
-	}
-	p.nc, p.js = nc, js
-	return js, nil
+	return p.conn.JetStream()
 }
 
 // SubjectOf is the subject tick t is published to.

@@ -390,3 +390,44 @@ func TestRelayNATSPerSubjectRefusesASecondPublish(t *testing.T) {
 		t.Fatalf("duplicates counter %v, want 1", got)
 	}
 }
+
+// TestRelayNATSSharedConn: the publishers of two jobs share one named
+// connection (a Conn); closing a publisher leaves a shared connection
+// open, and a closed Conn connects again on its next use.
+func TestRelayNATSSharedConn(t *testing.T) {
+	js := newJS(t, false)
+	conn, err := natsrelay.NewConn(natsrelay.ConnConfig{URL: natsURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	stream := js.stream.CachedInfo().Config.Name
+	var pubs []*natsrelay.Publisher
+	for range 2 {
+		p, err := natsrelay.New(natsrelay.Config{Conn: conn, Subject: js.subject, Stream: stream, Prefer: onetick.PreferMissed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pubs = append(pubs, p)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	work := func(p *natsrelay.Publisher, job string) {
+		t.Helper()
+		slot := onetick.SlotOf(time.Now().Truncate(time.Second))
+		if err := p.Work(ctx, &worker.Task{Job: job, Slot: slot, Tick: fmt.Sprintf("%s:%d", job, slot), Deliveries: 1}); err != nil {
+			t.Fatalf("%s: %v", job, err)
+		}
+	}
+	work(pubs[0], "a")
+	pubs[0].Close()
+	work(pubs[1], "b") // the shared connection is still open
+	conn.Close()
+	work(pubs[1], "c") // and connects again
+	if got := js.ids(); len(got) != 3 || !strings.HasPrefix(got[0], "a:") || !strings.HasPrefix(got[1], "b:") || !strings.HasPrefix(got[2], "c:") {
+		t.Fatalf("stream holds %q, want a, b and c's ticks", got)
+	}
+	if _, err := natsrelay.NewConn(natsrelay.ConnConfig{URL: natsURL, Token: "t", Creds: "/c"}); err == nil {
+		t.Fatal("a connection with a token and creds was accepted")
+	}
+}
