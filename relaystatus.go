@@ -2,6 +2,7 @@ package onetick
 
 import (
 	"context"
+	"errors"
 	"sort"
 )
 
@@ -22,9 +23,42 @@ type RelayStatus struct {
 	Note string `json:"note,omitempty"`
 }
 
-// natsBacklogNote is the Note of a NATS relay: JetStream's consumers are
-// not onetick's, and the store holds no hand-off to count.
-const natsBacklogNote = "not known: JetStream's consumers are yours; ticks not yet published wait in the job's stream (worker_relay_* metrics)"
+// natsBacklogNote is the Note of a NATS relay whose store keeps no run
+// ledger: JetStream's consumers are not onetick's, and nothing counts the
+// ticks not yet published.
+const natsBacklogNote = "not known: the run ledger is off; ticks not yet published wait in the job's stream (worker_relay_* metrics)"
+
+// natsLedgerNote is the Note of a NATS relay's backlog read from the run
+// ledger.
+const natsLedgerNote = "claimed, not yet published to JetStream (the run ledger's enqueued, running and retrying records; your consumers' backlog is JetStream's)"
+
+// natsBacklog counts the ticks of jobs claimed and not yet published: the
+// ledger's records (the newest MaxRunLimit per job) that are enqueued,
+// running or retrying.
+func natsBacklog(ctx context.Context, b Backend, jobs []string) (n int64, note string, err error) {
+	lg, ok := b.(Ledger)
+	if !ok {
+		return 0, natsBacklogNote, errNoLedger
+	}
+	for _, j := range jobs {
+		page, err := lg.Runs(ctx, RunQuery{Job: j, Limit: MaxRunLimit})
+		if errors.Is(err, ErrLedgerOff) {
+			return 0, natsBacklogNote, errNoLedger
+		}
+		if err != nil {
+			return 0, "", err
+		}
+		for _, r := range page.Runs {
+			switch r.Fate {
+			case FateEnqueued, FateRunning, FateRetrying:
+				n++
+			}
+		}
+	}
+	return n, natsLedgerNote, nil
+}
+
+var errNoLedger = errors.New("no run ledger")
 
 // ReadRelays returns the relays jobs use, by kind and queue, with their
 // backlogs as far as b can tell (Status.Relays, for every job: the status
@@ -54,9 +88,8 @@ func readRelays(ctx context.Context, b Backend, jobs []Job) []RelayStatus {
 			byKey[k] = rs
 			out = append(out, rs)
 			if r.Kind == RelayNATS {
-				// Published by a worker from the job's stream: no store
-				// holds the other side's backlog.
-				rs.Note = natsBacklogNote
+				// Published by a worker from the job's stream: counted
+				// from the ledger once the jobs are known (below).
 			} else if bl, ok := b.(RelayBacklogger); ok {
 				if n, err := bl.RelayBacklog(ctx, r); err != nil {
 					rs.Error = err.Error()
@@ -76,6 +109,17 @@ func readRelays(ctx context.Context, b Backend, jobs []Job) []RelayStatus {
 	res := make([]RelayStatus, len(out))
 	for i, rs := range out {
 		sort.Strings(rs.Jobs)
+		if rs.Kind == RelayNATS {
+			n, note, err := natsBacklog(ctx, b, rs.Jobs)
+			switch {
+			case errors.Is(err, errNoLedger):
+				rs.Note = note
+			case err != nil:
+				rs.Error = err.Error()
+			default:
+				rs.Backlog, rs.Note = &n, note
+			}
+		}
 		res[i] = *rs
 	}
 	return res

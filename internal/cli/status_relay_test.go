@@ -162,7 +162,8 @@ jobs:
 // TestStatusRelaysRiverAndNATS: on PostgreSQL with River's tables in
 // their schema, `onetick status --config FILE` shows River's backlog (the
 // queue's jobs not yet worked: two triggers no River client took), and a
-// NATS relay as n/a with the reason; --json the same.
+// NATS relay's ticks claimed and not yet published (from the run
+// ledger); --json the same.
 func TestStatusRelaysRiverAndNATS(t *testing.T) {
 	ctx := context.Background()
 	schema, rs := pgtest.Schema(t), pgtest.Schema(t)
@@ -212,6 +213,13 @@ jobs:
 			t.Fatal(err)
 		}
 	}
+	// Three ticks of the NATS job claimed into its stream, no worker to
+	// publish them: its backlog, from the run ledger.
+	for _, k := range []string{"m1", "m2", "m3"} {
+		if _, err := ops.Trigger(ctx, "mail", k, "", onetick.Actor{Who: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	run := func(args ...string) string {
 		t.Helper()
 		var out, errOut bytes.Buffer
@@ -222,7 +230,7 @@ jobs:
 	}
 	out := run("status", "--config", path)
 	for _, re := range []string{
-		`(?m)^  nats +events +n/a +mail  \(not known: JetStream's consumers are yours; .*\)$`,
+		`(?m)^  nats +events +3 +mail  \(claimed, not yet published to JetStream .*\)$`,
 		`(?m)^  river +st1 +2 +audit,report$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
@@ -235,7 +243,7 @@ jobs:
 	if err := json.Unmarshal([]byte(run("status", "--config", path, "--json")), &st); err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Relays) != 2 || st.Relays[0].Kind != "nats" || st.Relays[0].Backlog != nil || st.Relays[0].Note == "" ||
+	if len(st.Relays) != 2 || st.Relays[0].Kind != "nats" || st.Relays[0].Backlog == nil || *st.Relays[0].Backlog != 3 || st.Relays[0].Note == "" ||
 		st.Relays[1].Backlog == nil || *st.Relays[1].Backlog != 2 || st.Relays[1].Error != "" {
 		t.Errorf("status --json relays: %+v", st.Relays)
 	}
