@@ -269,3 +269,6 @@ func versionOf(kvs []*mvccpb.KeyValue) int64 {
 	v, _ := parseInt(string(kvs[0].Value))
 	return v
 }
+
+// Prefix returns the backend's key prefix.
+func (b *Backend) Prefix() string { return b.p }

@@ -1,0 +1,43 @@
+package etcd_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/etcd"
+	"github.com/onetick/onetick/internal/etcdtest"
+	"github.com/onetick/onetick/worker"
+	"github.com/onetick/onetick/worker/workertest"
+)
+
+// TestWorkerConformance runs the worker store suite against a real etcd
+// process; each worker store has a connection of its own, as a separate
+// worker process would.
+func TestWorkerConformance(t *testing.T) {
+	t.Parallel()
+	s := etcdtest.Start(t)
+	workertest.Exercise(t, workertest.Harness{New: func(t *testing.T) workertest.Env {
+		b := open(t, s, etcd.Options{})
+		t.Cleanup(func() { _ = b.Close() })
+		other := func(t *testing.T) *etcd.Backend {
+			o, err := etcd.Open(context.Background(), etcd.Config{Endpoints: []string{s.Endpoint()}},
+				etcd.Options{Prefix: b.Prefix(), MaxTxnOps: etcdtest.MaxTxnOps})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = o.Close() })
+			return o
+		}
+		return workertest.Env{
+			Backend: b,
+			Store:   func(t *testing.T) worker.Store { return other(t).WorkerStore("") },
+			StoreOf: func(t *testing.T, group string) worker.Store { return other(t).WorkerStore(group) },
+			Append: func(t *testing.T, stream string, r onetick.TickRecord) {
+				if err := b.AppendEntry(context.Background(), stream, r); err != nil {
+					t.Fatal(err)
+				}
+			},
+		}
+	}})
+}
