@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -272,3 +273,5 @@ func versionOf(kvs []*mvccpb.KeyValue) int64 {
 
 // Prefix returns the backend's key prefix.
 func (b *Backend) Prefix() string { return b.p }
+
+func sortStrings(s []string) { sort.Strings(s) }
