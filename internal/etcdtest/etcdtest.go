@@ -140,4 +140,3 @@ func Prefix() string {
 	_, _ = rand.Read(b[:])
 	return "t" + hex.EncodeToString(b[:]) + "/"
 }
-
