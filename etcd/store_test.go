@@ -1,0 +1,156 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/etcd"
+	"github.com/onetick/onetick/internal/etcdtest"
+)
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// A claim larger than one transaction (etcd's --max-txn-ops 128) is
+// split in order; when its term ends in the middle, the part before is
+// claimed and the rest is not: the stream holds a prefix of the batch,
+// in order, each tick once, and the job's last-fired slot is the
+// prefix's last. The next leader goes on from there; a retry by the
+// stale term is fenced.
+func TestLargeClaimFencedMidway(t *testing.T) {
+	t.Parallel()
+	s := etcdtest.Start(t)
+	for round := range 3 {
+		b := open(t, s, etcd.Options{})
+		defer b.Close()
+		ctx := ctxT(t)
+		g, err := b.Acquire(ctx, "a", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s0 := onetick.SlotOf(time.Now().Add(-time.Hour).Truncate(time.Second))
+		var ticks []onetick.Tick
+		for i := range 1500 {
+			ticks = append(ticks, onetick.Tick{Job: "j", Slot: s0 + onetick.Slot(i*1000), Stream: "big", Payload: "{}", Retention: time.Hour})
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.Claim(ctx, g.Lease, ticks)
+			done <- err
+		}()
+		if round > 0 { // round 0 claims it all
+			// Wait until the first transactions are in, then end the term.
+			for w := b.Client().Watch(ctx, b.Prefix()+"seq"); ; {
+				if _, ok := <-w; !ok {
+					t.Fatal("watch ended")
+				}
+				break
+			}
+			if err := b.Expire(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err = <-done
+		if err != nil && !errors.Is(err, onetick.ErrFenced) {
+			t.Fatalf("round %d: claim: %v", round, err)
+		}
+		recs, rerr := b.ReadStream(ctx, "big")
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		for i, r := range recs {
+			if r.Slot != ticks[i].Slot || r.Epoch != g.Lease.Epoch {
+				t.Fatalf("round %d: entry %d is %+v, want slot %s of epoch %d: not a prefix of the batch", round, i, r, ticks[i].Slot, g.Lease.Epoch)
+			}
+		}
+		last, lerr := b.LastFired(ctx, []string{"j"})
+		if lerr != nil || (len(recs) > 0 && last["j"] != recs[len(recs)-1].Slot) {
+			t.Fatalf("round %d: last fired %v (%v) after %d entries", round, last, lerr, len(recs))
+		}
+		t.Logf("round %d: %d of %d ticks claimed before the term ended (%v)", round, len(recs), len(ticks), err)
+		if round == 0 && (err != nil || len(recs) != len(ticks)) {
+			t.Fatalf("uninterrupted claim: %d entries, %v", len(recs), err)
+		}
+		if err == nil {
+			continue
+		}
+		if _, err := b.Claim(ctx, g.Lease, ticks); !errors.Is(err, onetick.ErrFenced) {
+			t.Fatalf("round %d: retry by the stale term: %v, want ErrFenced", round, err)
+		}
+		g2, err := b.Acquire(ctx, "b", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := b.Claim(ctx, g2.Lease, ticks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range res.Outcomes {
+			if want := map[bool]onetick.Outcome{true: onetick.Duplicate, false: onetick.Claimed}[i < len(recs)]; o != want {
+				t.Fatalf("round %d: the new leader's tick %d: %v, want %v", round, i, o, want)
+			}
+		}
+		all, _ := b.ReadStream(ctx, "big")
+		if len(all) != len(ticks) {
+			t.Fatalf("round %d: %d entries after the new leader's claim, want %d", round, len(all), len(ticks))
+		}
+	}
+}
+
+// A term whose holder stops renewing ends when etcd expires its lease:
+// the watchers are woken without a release, and the next acquisition
+// records the term as expired.
+func TestExpiryWakesWatchers(t *testing.T) {
+	t.Parallel()
+	s := etcdtest.Start(t)
+	b := open(t, s, etcd.Options{})
+	defer b.Close()
+	ctx := ctxT(t)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := b.Watch(wctx)
+	g, err := b.Acquire(ctx, "a", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no watch notification within 20s of a 1s lease left to expire")
+	}
+	info, err := b.Leader(ctx)
+	if err != nil || info.Held {
+		t.Fatalf("leader after expiry: %+v, %v", info, err)
+	}
+	if _, err := b.Renew(ctx, g.Lease, time.Second); !errors.Is(err, onetick.ErrLeaseLost) {
+		t.Fatalf("renew after expiry: %v, want ErrLeaseLost", err)
+	}
+	if _, err := b.Acquire(ctx, "b", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	terms, err := b.History(ctx, 2)
+	if err != nil || len(terms) != 2 || terms[1].Reason != onetick.EndExpired {
+		t.Fatalf("history %+v, %v; want a's term expired", terms, err)
+	}
+}
+
+// Bad options never reach etcd: Open without endpoints fails at once,
+// and an unreachable endpoint fails within the dial timeout, naming it.
+func TestOpenErrors(t *testing.T) {
+	t.Parallel()
+	if _, err := etcd.Open(context.Background(), etcd.Config{}, etcd.Options{}); err == nil {
+		t.Fatal("open without endpoints succeeded")
+	}
+	ep := fmt.Sprintf("http://127.0.0.1:%d", 1)
+	_, err := etcd.Open(context.Background(), etcd.Config{Endpoints: []string{ep}, DialTimeout: time.Second}, etcd.Options{})
+	if err == nil {
+		t.Fatalf("open of %s succeeded", ep)
+	}
+}
