@@ -355,6 +355,25 @@ func (b *Backend) appendOps(ctx context.Context, rev int64, ticks []onetick.Tick
 		}
 		per[e.stream] = append(per[e.stream], e)
 	}
+	// The lengths of the streams with a MaxLen, in one read.
+	counts := map[string]int64{}
+	var cops []clientv3.Op
+	var cstreams []string
+	for _, s := range order {
+		if maxLen[s] > 0 {
+			cops = append(cops, clientv3.OpGet(b.streamPrefix(s), clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithRev(rev)))
+			cstreams = append(cstreams, s)
+		}
+	}
+	if len(cops) > 0 {
+		resp, err := b.c.Txn(ctx).Then(cops...).Commit()
+		if err != nil {
+			return nil, fmt.Errorf("etcd: claim: stream length: %w", err)
+		}
+		for i, r := range resp.Responses {
+			counts[cstreams[i]] = r.GetResponseRange().Count
+		}
+	}
 	var ops []clientv3.Op
 	for _, s := range order {
 		es := per[s]
@@ -363,13 +382,10 @@ func (b *Backend) appendOps(ctx context.Context, rev int64, ticks []onetick.Tick
 				es = es[int64(len(es))-m:]
 			}
 			p := b.streamPrefix(s)
-			cnt, err := b.c.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithRev(rev))
-			if err != nil {
-				return nil, fmt.Errorf("etcd: claim: stream length: %w", err)
-			}
-			total := cnt.Count + int64(len(es))
-			if over := total - m; over > m/10 && cnt.Count > 0 {
-				drop := min(over, cnt.Count)
+			count := counts[s]
+			total := count + int64(len(es))
+			if over := total - m; over > m/10 && count > 0 {
+				drop := min(over, count)
 				ks, err := b.c.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(drop),
 					clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithRev(rev))
 				if err != nil {
