@@ -54,18 +54,25 @@ func (b *Backend) chunks(ticks []onetick.Tick) [][2]int {
 	start, cmps, ops, size := 0, 0, 0, 0
 	jobs, streams := map[string]bool{}, map[string]bool{}
 	for i, t := range ticks {
+		// What tick t adds: its record's compare and put, its entry, and
+		// with the ledger its record and index (and each skipped
+		// range's); a new job's last-fired slot and pause state; a new
+		// stream's trim.
 		c, o, s := 1, 2, 2*len(t.Payload)+3*len(t.Job)+len(t.Stream)+256
+		if b.ledgerOn() {
+			c, o, s = c+2+2*len(t.Skipped), o+2+2*len(t.Skipped), s+1024*(1+len(t.Skipped))
+		}
+		newJob, newStream := 2, 1
+		if i > start && (cmps+c+2*newJob > limit || ops+o+2*newJob+newStream > limit || size+s > b.opts.MaxTxnBytes) {
+			out = append(out, [2]int{start, i})
+			start, cmps, ops, size = i, 0, 0, 0
+			jobs, streams = map[string]bool{}, map[string]bool{}
+		}
 		if !jobs[t.Job] {
 			c, o = c+2, o+2
 		}
 		if !streams[t.Stream] {
 			o++
-		}
-		if i > start && (cmps+c > limit || ops+o > limit || size+s > b.opts.MaxTxnBytes) {
-			out = append(out, [2]int{start, i})
-			start, cmps, ops, size = i, 0, 0, 0
-			jobs, streams = map[string]bool{}, map[string]bool{}
-			c, o = 3, 5
 		}
 		jobs[t.Job], streams[t.Stream] = true, true
 		cmps, ops, size = cmps+c, ops+o, size+s
@@ -130,8 +137,20 @@ func (b *Backend) tryChunk(ctx context.Context, c *chunk, res *onetick.ClaimResu
 		ids[i] = t.ID()
 		keys = append(keys, b.recKey(ids[i]))
 	}
+	idx := b.ledgerKeys(c.ticks, ids)
+	keys = append(keys, idx...)
 	snap, err := b.read(ctx, keys)
 	if err != nil {
+		return false, err
+	}
+	// The ledger's reads and writes go through an optimistic transaction
+	// that starts from the snapshot.
+	lt := &otx{b: b, ctx: ctx, rev: snap.rev, reads: make(map[string]*mvccpb.KeyValue, len(keys)), writes: map[string]*otxWrite{}}
+	inKeys := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		lt.reads[k], inKeys[k] = snap.kvs[k], true
+	}
+	if err := b.prefetchRuns(lt, idx); err != nil {
 		return false, err
 	}
 	// Compare every key the decisions depend on: the stream sequence,
@@ -230,6 +249,23 @@ func (b *Backend) tryChunk(ctx context.Context, c *chunk, res *onetick.ClaimResu
 			last[t.Job] = t.Slot
 			moved[t.Job] = true
 		}
+		if c.manual != nil && d.Append {
+			if err := b.note(lt, now, storekit.NewRun(t, id, c.manual.Kind),
+				onetick.RunEvent{What: onetick.EventEnqueued, Replica: c.manual.Token}); err != nil {
+				return false, err
+			}
+		} else if c.manual == nil {
+			if n, ok := storekit.ClaimNotes(t, id, d, *c.lease, now); ok {
+				if err := b.note(lt, now, n.Fresh, n.Event); err != nil {
+					return false, err
+				}
+				for _, r := range n.Skipped {
+					if err := b.putNew(lt, r); err != nil {
+						return false, err
+					}
+				}
+			}
+		}
 		if d.Append {
 			seq++
 			r := onetick.TickRecord{ID: strconv.FormatInt(ms, 10) + "-" + strconv.FormatInt(seq, 10), Job: t.Job, Slot: t.Slot,
@@ -291,6 +327,22 @@ func (b *Backend) tryChunk(ctx context.Context, c *chunk, res *onetick.ClaimResu
 		}
 		ops = append(ops, logOps...)
 	}
+	for k, kv := range lt.reads {
+		if !inKeys[k] {
+			var rev int64
+			if kv != nil {
+				rev = kv.ModRevision
+			}
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", rev))
+		}
+	}
+	for k, w := range lt.writes {
+		if w.del {
+			ops = append(ops, clientv3.OpDelete(k))
+		} else {
+			ops = append(ops, clientv3.OpPut(k, w.val))
+		}
+	}
 	if len(ops) == 0 {
 		// Nothing to write; the reads were one consistent snapshot, and a
 		// claim's fence held at it.
@@ -321,6 +373,9 @@ func (b *Backend) tryChunk(ctx context.Context, c *chunk, res *onetick.ClaimResu
 	b.answer(res, c.off, outcomes, damaged)
 	if c.enqueued != nil {
 		*c.enqueued += appended
+	}
+	if len(lt.writes) > 0 {
+		b.trimRuns(ctx, jobs)
 	}
 	return true, nil
 }

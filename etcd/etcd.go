@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 )
 
 // ErrClosed is returned by every method after Close.
@@ -63,6 +64,9 @@ type Options struct {
 	// MaxTxnBytes bounds the bytes a claim's transaction carries; default
 	// 1 MiB, under etcd's default --max-request-bytes (1.5 MiB).
 	MaxTxnBytes int
+	// Ledger bounds the run ledger; zero fields take
+	// onetick.DefaultLedgerMaxAge and DefaultLedgerMaxPerJob.
+	Ledger onetick.LedgerRetention
 }
 
 // Backend is the onetick store on etcd. It is safe for concurrent use.
@@ -132,6 +136,7 @@ func New(c *clientv3.Client, opts Options) *Backend {
 	if opts.MaxTxnBytes <= 0 {
 		opts.MaxTxnBytes = 1 << 20
 	}
+	opts.Ledger = storekit.Retention(opts.Ledger)
 	return &Backend{c: c, opts: opts, p: opts.Prefix, recLse: map[int64]recLease{}}
 }
 

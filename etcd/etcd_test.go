@@ -32,6 +32,9 @@ func open(t testing.TB, s *etcdtest.Server, o etcd.Options) *etcd.Backend {
 func harness(s *etcdtest.Server) backendtest.Harness {
 	return backendtest.Harness{
 		New: func(t *testing.T) onetick.Backend { return open(t, s, etcd.Options{}) },
+		NewRetained: func(t *testing.T, r onetick.LedgerRetention) onetick.Backend {
+			return open(t, s, etcd.Options{Ledger: r})
+		},
 		Expire: func(t *testing.T, b onetick.Backend) {
 			if err := b.(*etcd.Backend).Expire(context.Background()); err != nil {
 				t.Fatal(err)

@@ -183,3 +183,34 @@ func (b *Backend) update(ctx context.Context, what string, fn func(t *otx) error
 
 // prefixEnd is the end of the range of keys that start with p.
 func prefixEnd(p string) string { return clientv3.GetPrefixRangeEnd(p) }
+
+// prefetch reads, in one request at the transaction's revision, those of
+// keys it has not read yet.
+func (t *otx) prefetch(keys []string) error {
+	var ops []clientv3.Op
+	var want []string
+	for _, k := range keys {
+		if _, ok := t.reads[k]; ok {
+			continue
+		}
+		if _, ok := t.writes[k]; ok {
+			continue
+		}
+		want = append(want, k)
+		ops = append(ops, clientv3.OpGet(k, clientv3.WithRev(t.rev)))
+	}
+	for start := 0; start < len(ops); start += t.b.opts.MaxTxnOps {
+		end := min(start+t.b.opts.MaxTxnOps, len(ops))
+		resp, err := t.b.c.Txn(t.ctx).Then(ops[start:end]...).Commit()
+		if err != nil {
+			return err
+		}
+		for i, r := range resp.Responses {
+			t.reads[want[start+i]] = nil
+			if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
+				t.reads[want[start+i]] = kvs[0]
+			}
+		}
+	}
+	return nil
+}

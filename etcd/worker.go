@@ -499,6 +499,9 @@ func (s *WorkerStore) Replay(ctx context.Context, id string) (worker.DeadLetter,
 		if err := s.appendEntry(t, now, d, 1); err != nil {
 			return err
 		}
+		if err := s.b.note(t, now, storekit.RunOf(&d), onetick.RunEvent{What: onetick.EventReplayed}); err != nil {
+			return err
+		}
 		t.del(key)
 		return s.addDead(t, dl.Job, -1)
 	})

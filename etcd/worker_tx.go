@@ -279,5 +279,7 @@ func (x *workTx) Dead(consumer string, d *worker.Delivery, deliveries int, msg s
 	return x.s.addDead(x.t, d.Job, 1)
 }
 
-// Note implements storekit.WorkTx: this store keeps no run ledger.
-func (x *workTx) Note(*worker.Delivery, onetick.RunEvent) error { return nil }
+// Note implements storekit.WorkTx.
+func (x *workTx) Note(d *worker.Delivery, ev onetick.RunEvent) error {
+	return x.s.b.note(x.t, x.now, storekit.RunOf(d), ev)
+}
