@@ -28,11 +28,11 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 	}
 	res := onetick.ClaimResult{Outcomes: make([]onetick.Outcome, len(ticks)), StoreTime: b.opts.Clock.Now()}
 	if len(ticks) == 0 {
-		_, _, ok, err := b.mine(ctx, l)
+		_, id, ok, err := b.mine(ctx, l)
 		if err != nil {
 			return onetick.ClaimResult{}, err
 		}
-		if !ok {
+		if !ok || id == 0 {
 			b.markFenced(ctx, l)
 			return onetick.ClaimResult{}, onetick.ErrFenced
 		}
@@ -165,7 +165,7 @@ func (b *Backend) tryChunk(ctx context.Context, c *chunk, res *onetick.ClaimResu
 	var leaseCreate int64
 	if c.lease != nil {
 		kv, ok := snap.kvs[b.leaseKey()]
-		if !ok || string(kv.Value) != c.lease.Token() {
+		if !ok || string(kv.Value) != c.lease.Token() || kv.Lease == 0 {
 			b.markFenced(ctx, *c.lease)
 			return true, onetick.ErrFenced
 		}

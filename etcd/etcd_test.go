@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"go.uber.org/goleak"
 
@@ -48,32 +49,48 @@ func harness(s *etcdtest.Server) backendtest.Harness {
 			return recs
 		},
 		Damage: func(t *testing.T, b onetick.Backend, d backendtest.Damage) bool {
-			key, ok := damageKey(b.(*etcd.Backend), d)
+			key, val, ok := damageOf(b.(*etcd.Backend), d)
 			if !ok {
 				return false
 			}
 			c := b.(*etcd.Backend).Client()
-			resp, err := c.Get(context.Background(), key)
+			ctx := context.Background()
+			if d.Kind == backendtest.HistoryDeleted {
+				if _, err := c.Delete(ctx, key, clientv3.WithPrefix()); err != nil {
+					t.Fatal(err)
+				}
+				return true
+			}
+			resp, err := c.Get(ctx, key)
 			if err != nil {
 				t.Fatal(err)
 			}
 			saved.Store(key, resp.Kvs)
-			if _, err := c.Put(context.Background(), key, "garbage"); err != nil {
+			if val == "" {
+				_, err = c.Delete(ctx, key)
+			} else {
+				_, err = c.Put(ctx, key, val)
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 			return true
 		},
 		// Fix puts back what the damage replaced.
 		Fix: func(t *testing.T, b onetick.Backend, d backendtest.Damage) {
-			key, ok := damageKey(b.(*etcd.Backend), d)
-			if !ok {
+			key, _, ok := damageOf(b.(*etcd.Backend), d)
+			if !ok || d.Kind == backendtest.HistoryDeleted {
 				return
 			}
 			c := b.(*etcd.Backend).Client()
 			kvs, _ := saved.LoadAndDelete(key)
 			var err error
 			if old, _ := kvs.([]*mvccpb.KeyValue); len(old) > 0 {
-				_, err = c.Put(context.Background(), key, string(old[0].Value))
+				opts := []clientv3.OpOption{}
+				if old[0].Lease != 0 {
+					opts = append(opts, clientv3.WithLease(clientv3.LeaseID(old[0].Lease)))
+				}
+				_, err = c.Put(context.Background(), key, string(old[0].Value), opts...)
 			} else {
 				_, err = c.Delete(context.Background(), key)
 			}
@@ -82,6 +99,35 @@ func harness(s *etcdtest.Server) backendtest.Harness {
 			}
 		},
 	}
+}
+
+// damageOf is the key that damage d changes and the value it puts there
+// ("": deletes it). etcd holds only values, each job's state in keys of
+// its own: there is no key of another type, and no whole hash of
+// last-fired slots or pause states to damage.
+func damageOf(b *etcd.Backend, d backendtest.Damage) (key, val string, ok bool) {
+	switch d.Kind {
+	case backendtest.LastFieldGarbage:
+		return b.DamageKey("last", d.Job), "garbage", true
+	case backendtest.PausedFieldGarbage:
+		return b.DamageKey("ctl", d.Job), "garbage", true
+	case backendtest.HistoryGarbageEntry:
+		return b.DamageKey("term", ""), "garbage", true
+	case backendtest.HistoryDeleted:
+		return b.Prefix() + "terms/", "", true
+	case backendtest.EpochGarbage:
+		return b.Prefix() + "epoch", "garbage", true
+	case backendtest.EpochDeleted:
+		return b.Prefix() + "epoch", "", true
+	case backendtest.EpochRolledBack:
+		return b.Prefix() + "epoch", "1", true
+	case backendtest.LeaseGarbage:
+		// A put without the term's etcd lease: the key never expires.
+		return b.Prefix() + "lease", "garbage", true
+	case backendtest.LeaseNoExpiry:
+		return b.Prefix() + "lease", "a|1", true
+	}
+	return "", "", false
 }
 
 // saved holds what each damaged key held before (key -> []*KeyValue).
