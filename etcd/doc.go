@@ -20,6 +20,8 @@
 //	seq                "ms-seq" of the newest stream entry
 //	s/<stream>/<seq>   a stream entry (JSON)
 //	jobs/<name>, jobsver  jobs defined at run time and their version
+//	runs/<job>/<slot>/<tick>, runidx/<job>/<tick>
+//	                   the run ledger's records and their index (ledger.go)
 //	w/<group>/...      a consumer group's worker state (worker.go)
 //	damaged/...        what Repair moved aside
 //
@@ -80,8 +82,7 @@
 //
 // # Not kept
 //
-// The run ledger (onetick.Ledger) is not kept on etcd yet, and no relay
-// is handed in a claim (asynq and River ticks are Broken, as
+// No relay is handed in a claim: asynq and River ticks are Broken, as
 // storekit.RelayRefused says; NATS relays read the stream as on every
-// store).
+// store.
 package etcd

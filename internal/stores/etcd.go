@@ -17,9 +17,7 @@ func openEtcd(ctx context.Context, f *config.File, o Options) (*Handle, error) {
 	if err != nil {
 		return nil, invalid(err)
 	}
-	if !o.ledger.Off {
-		o.Logger.Debug("the etcd store keeps no run ledger yet (docs/etcd.md)")
-	}
+	opts.Ledger = o.ledger
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cfg.DialTimeout = 5 * time.Second
