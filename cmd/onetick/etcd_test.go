@@ -13,8 +13,8 @@ import (
 
 // TestRunOnEtcd: two replicas on a real etcd (backend.etcd), under a
 // prefix of their own. One leads; every tick of a command job runs once
-// across the fleet, through a SIGTERM handover; status and pause work
-// on the same store.
+// across the fleet, through a SIGTERM handover, and is recorded in the
+// run ledger; status, runs and pause work on the same store.
 func TestRunOnEtcd(t *testing.T) {
 	s := etcdtest.Start(t)
 	out := t.TempDir() + "/ran"
@@ -85,6 +85,19 @@ jobs:
 			t.Fatalf("tick %s ran twice", l)
 		}
 		seen[l] = true
+	}
+	// The ticks that ran before the handover have finished long since:
+	// their succeeded records are in the run ledger, on etcd.
+	first := lines(t, out)[0]
+	found := false
+	for _, r := range runsPage(t, "cmd", "--fate", "succeeded", "--limit", "1000", "--config", cfg).Runs {
+		if !seen[r.Tick] {
+			t.Fatalf("a succeeded record of %s, which never ran", r.Tick)
+		}
+		found = found || r.Tick == first
+	}
+	if !found {
+		t.Fatalf("no succeeded record of the first tick %s", first)
 	}
 	if o, e, code := runCmd(t, nil, "pause", "other", "--config", cfg, "--reason", "maintenance"); code != 0 {
 		t.Fatalf("pause: %d %s %s", code, o, e)
