@@ -2,6 +2,9 @@ package etcd_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/onetick/onetick"
@@ -11,9 +14,30 @@ import (
 	"github.com/onetick/onetick/worker/workertest"
 )
 
+// The conformance suite re-executes this test binary as worker processes;
+// they learn their etcd and prefix from these variables.
+const (
+	envEndpoint = "ONETICK_WORKERTEST_ETCD_ENDPOINT"
+	envPrefix   = "ONETICK_WORKERTEST_ETCD_PREFIX"
+)
+
+// init runs before TestMain, so that a worker process never runs tests.
+func init() {
+	workertest.RunChildIfAsked(func() (worker.Store, func()) {
+		b, err := etcd.Open(context.Background(), etcd.Config{Endpoints: []string{os.Getenv(envEndpoint)}},
+			etcd.Options{Prefix: os.Getenv(envPrefix), MaxTxnOps: etcdtest.MaxTxnOps})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		return b.WorkerStore(""), func() { _ = b.Close() }
+	})
+}
+
 // TestWorkerConformance runs the worker store suite against a real etcd
 // process; each worker store has a connection of its own, as a separate
-// worker process would.
+// worker process would; part of the fleet runs as OS processes that the
+// suite kills with SIGKILL.
 func TestWorkerConformance(t *testing.T) {
 	t.Parallel()
 	s := etcdtest.Start(t)
@@ -37,6 +61,11 @@ func TestWorkerConformance(t *testing.T) {
 				if err := b.AppendEntry(context.Background(), stream, r); err != nil {
 					t.Fatal(err)
 				}
+			},
+			Command: func(*testing.T) *exec.Cmd {
+				cmd := exec.Command(os.Args[0], "-test.run=^$")
+				cmd.Env = append(os.Environ(), envEndpoint+"="+s.Endpoint(), envPrefix+"="+b.Prefix())
+				return cmd
 			},
 		}
 	}})
