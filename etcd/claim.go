@@ -169,8 +169,11 @@ func (b *Backend) tryChunk(ctx context.Context, c *chunk, res *onetick.ClaimResu
 			b.markFenced(ctx, *c.lease)
 			return true, onetick.ErrFenced
 		}
+		// The fence: the lease key is the one this term created (create
+		// revision) and nobody wrote it since (mod revision).
 		leaseCreate = kv.CreateRevision
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(b.leaseKey()), "=", leaseCreate))
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(b.leaseKey()), "=", leaseCreate),
+			clientv3.Compare(clientv3.ModRevision(b.leaseKey()), "=", kv.ModRevision))
 	}
 	// The state, as decisions change it.
 	records := map[string]string{}
@@ -363,7 +366,7 @@ func (b *Backend) tryChunk(ctx context.Context, c *chunk, res *onetick.ClaimResu
 	if !tr.Succeeded {
 		if c.lease != nil {
 			kvs := tr.Responses[0].GetResponseRange().Kvs
-			if len(kvs) == 0 || kvs[0].CreateRevision != leaseCreate {
+			if len(kvs) == 0 || kvs[0].CreateRevision != leaseCreate || string(kvs[0].Value) != c.lease.Token() || kvs[0].Lease == 0 {
 				b.markFenced(ctx, *c.lease)
 				return true, onetick.ErrFenced
 			}
