@@ -154,3 +154,79 @@ func TestOpenErrors(t *testing.T) {
 		t.Fatalf("open of %s succeeded", ep)
 	}
 }
+
+// A claim and a backfill of the same slots racing: each transaction
+// compares what it read, so exactly one of them enqueues each tick, and
+// the stream holds each tick once, whichever wins.
+func TestClaimRacesEnqueue(t *testing.T) {
+	t.Parallel()
+	s := etcdtest.Start(t)
+	b := open(t, s, etcd.Options{})
+	defer b.Close()
+	ctx := ctxT(t)
+	g, err := b.Acquire(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second connection on the same keys, as an operator's CLI.
+	other, err := etcd.Open(ctx, etcd.Config{Endpoints: []string{s.Endpoint()}}, etcd.Options{Prefix: b.Prefix(), MaxTxnOps: etcdtest.MaxTxnOps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	s0 := onetick.SlotOf(time.Now().Add(-time.Hour).Truncate(time.Second))
+	const n = 60
+	claimed := make([]onetick.Outcome, n)
+	enqueued := make([]onetick.Outcome, n)
+	errs := make(chan error, 2)
+	go func() {
+		for i := range n {
+			res, err := b.Claim(ctx, g.Lease, []onetick.Tick{{Job: "j", Slot: s0 + onetick.Slot(i*1000), Stream: "r", Payload: "{}", Retention: time.Hour}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			claimed[i] = res.Outcomes[0]
+		}
+		errs <- nil
+	}()
+	go func() {
+		for i := range n {
+			res, err := other.Enqueue(ctx, []onetick.Tick{{Job: "j", Slot: s0 + onetick.Slot(i*1000), Stream: "r", Payload: "{}",
+				Retention: time.Hour, OutOfOrder: true}}, onetick.Actor{Who: "ann"})
+			if err != nil {
+				errs <- err
+				return
+			}
+			enqueued[i] = res.Outcomes[0]
+		}
+		errs <- nil
+	}()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := b.ReadStream(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, r := range recs {
+		seen[r.Tick]++
+	}
+	for i := range n {
+		id := onetick.TickID("j", s0+onetick.Slot(i*1000))
+		wins := 0
+		for _, o := range []onetick.Outcome{claimed[i], enqueued[i]} {
+			if o == onetick.Claimed {
+				wins++
+			} else if o != onetick.Duplicate {
+				t.Fatalf("tick %s: outcome %v", id, o)
+			}
+		}
+		if wins != 1 || seen[id] != 1 {
+			t.Fatalf("tick %s: claim %v, backfill %v, %d entries; want one winner and one entry", id, claimed[i], enqueued[i], seen[id])
+		}
+	}
+}
