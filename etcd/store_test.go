@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -228,5 +229,44 @@ func TestClaimRacesEnqueue(t *testing.T) {
 		if wins != 1 || seen[id] != 1 {
 			t.Fatalf("tick %s: claim %v, backfill %v, %d entries; want one winner and one entry", id, claimed[i], enqueued[i], seen[id])
 		}
+	}
+}
+
+// With etcd's authentication on, the backend logs in with its username
+// and password (etcd RBAC) and works; a wrong password is refused at
+// Open, and the error does not show it.
+func TestAuth(t *testing.T) {
+	t.Parallel()
+	s := etcdtest.Start(t)
+	ctx := ctxT(t)
+	c := s.Client(t)
+	const pw = "etcd-pw-5c1e"
+	if _, err := c.UserAdd(ctx, "root", pw); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.UserGrantRole(ctx, "root", "root"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AuthEnable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := etcd.Open(ctx, etcd.Config{Endpoints: []string{s.Endpoint()}, Username: "root", Password: pw}, etcd.Options{Prefix: etcdtest.Prefix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	g, err := b.Acquire(ctx, "a", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Claim(ctx, g.Lease, []onetick.Tick{{Job: "j", Slot: onetick.SlotOf(time.Now().Add(-time.Minute).Truncate(time.Second)),
+		Stream: "s", Payload: "{}", Retention: time.Minute}})
+	if err != nil || res.Outcomes[0] != onetick.Claimed {
+		t.Fatalf("claim with authentication: %+v, %v", res, err)
+	}
+	const wrong = "not-the-pw-77"
+	_, err = etcd.Open(ctx, etcd.Config{Endpoints: []string{s.Endpoint()}, Username: "root", Password: wrong, DialTimeout: 5 * time.Second}, etcd.Options{})
+	if err == nil || strings.Contains(err.Error(), wrong) {
+		t.Fatalf("open with a wrong password: %v; want a refusal without the password", err)
 	}
 }
