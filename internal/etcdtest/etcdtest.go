@@ -19,6 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/onetick/onetick/internal/redistest"
 	"github.com/onetick/onetick/testsupport/redisserver"
 )
 
@@ -34,6 +35,10 @@ const MaxTxnOps = 128
 type Server struct {
 	// Port is the client port, PeerPort the peer port.
 	Port, PeerPort int
+
+	// Certs, for a server started by StartTLS: its CA, server and client
+	// certificates.
+	Certs *redistest.Certs
 
 	dir  string
 	mu   sync.Mutex
@@ -57,7 +62,13 @@ func Binary() (string, error) {
 // grants leases as short as one second, like a LAN deployment tuned for
 // short leases; a failed start (a port taken meanwhile) is retried on new
 // ports.
-func Start(tb testing.TB) *Server {
+func Start(tb testing.TB) *Server { return start(tb, nil) }
+
+// StartTLS is Start for a server that speaks TLS to clients (https) and
+// requires a client certificate signed by its CA (--client-cert-auth).
+func StartTLS(tb testing.TB) *Server { return start(tb, redistest.NewCerts(tb)) }
+
+func start(tb testing.TB, certs *redistest.Certs) *Server {
 	tb.Helper()
 	bin, err := Binary()
 	if err != nil {
@@ -65,7 +76,7 @@ func Start(tb testing.TB) *Server {
 	}
 	var last error
 	for range 3 {
-		s := &Server{dir: tb.TempDir()}
+		s := &Server{dir: tb.TempDir(), Certs: certs}
 		if s.Port, err = redisserver.FreePort(); err != nil {
 			tb.Fatal(err)
 		}
@@ -82,17 +93,18 @@ func Start(tb testing.TB) *Server {
 }
 
 func (s *Server) start(bin string) error {
-	client, peer := "http://127.0.0.1:"+strconv.Itoa(s.Port), "http://127.0.0.1:"+strconv.Itoa(s.PeerPort)
-	p, err := redisserver.Launch(redisserver.Command{
-		Bin: bin,
-		Args: []string{"--name", "t", "--data-dir", s.dir + "/data",
-			"--listen-client-urls", client, "--advertise-client-urls", client,
-			"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-			"--initial-cluster", "t=" + peer, "--initial-cluster-state", "new",
-			"--heartbeat-interval", "10", "--election-timeout", "100",
-			"--max-txn-ops", strconv.Itoa(MaxTxnOps), "--logger", "zap", "--log-outputs", "stderr"},
-		Dir: s.dir, Ready: readyLine, Log: s.appendLog,
-	})
+	client, peer := s.Endpoint(), "http://127.0.0.1:"+strconv.Itoa(s.PeerPort)
+	args := []string{"--name", "t", "--data-dir", s.dir + "/data",
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "t=" + peer, "--initial-cluster-state", "new",
+		"--heartbeat-interval", "10", "--election-timeout", "100",
+		"--max-txn-ops", strconv.Itoa(MaxTxnOps), "--logger", "zap", "--log-outputs", "stderr"}
+	if c := s.Certs; c != nil {
+		args = append(args, "--cert-file", c.ServerCertFile, "--key-file", c.ServerKeyFile,
+			"--trusted-ca-file", c.CAFile, "--client-cert-auth")
+	}
+	p, err := redisserver.Launch(redisserver.Command{Bin: bin, Args: args, Dir: s.dir, Ready: readyLine, Log: s.appendLog})
 	if err != nil {
 		return err
 	}
@@ -121,12 +133,22 @@ func (s *Server) Log() string {
 }
 
 // Endpoint is the server's client URL.
-func (s *Server) Endpoint() string { return "http://127.0.0.1:" + strconv.Itoa(s.Port) }
+func (s *Server) Endpoint() string {
+	scheme := "http"
+	if s.Certs != nil {
+		scheme = "https"
+	}
+	return scheme + "://127.0.0.1:" + strconv.Itoa(s.Port)
+}
 
 // Client returns a client of the server, closed at tb's cleanup.
 func (s *Server) Client(tb testing.TB) *clientv3.Client {
 	tb.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint()}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	cfg := clientv3.Config{Endpoints: []string{s.Endpoint()}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()}
+	if s.Certs != nil {
+		cfg.TLS = s.Certs.ClientConfig(true)
+	}
+	c, err := clientv3.New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

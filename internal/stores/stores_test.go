@@ -352,3 +352,25 @@ func TestEtcd(t *testing.T) {
 		t.Fatalf("Open with an unreadable CA file: %v", err)
 	}
 }
+
+// TestEtcdTLS: backend.etcd with https:// endpoints and the tls section
+// reaches an etcd that requires TLS and a client certificate; without
+// the client certificate the store does not answer.
+func TestEtcdTLS(t *testing.T) {
+	s := etcdtest.StartTLS(t)
+	c := s.Certs
+	f := parse(t, "backend:\n  etcd:\n    endpoints: ["+s.Endpoint()+"]\n    prefix: "+etcdtest.Prefix()+
+		"\n    tls: {ca_file: "+c.CAFile+", cert_file: "+c.ClientCertFile+", key_file: "+c.ClientKeyFile+"}\n")
+	h, err := Open(context.Background(), f, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	use(t, h, Etcd)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	noCert := parse(t, "backend:\n  etcd:\n    endpoints: ["+s.Endpoint()+"]\n    tls: {ca_file: "+c.CAFile+"}\n")
+	if h, err := Open(ctx, noCert, Options{}); err == nil {
+		_ = h.Close()
+		t.Fatal("opened an etcd that requires a client certificate without one")
+	}
+}
