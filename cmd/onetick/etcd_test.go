@@ -11,7 +11,7 @@ import (
 	"github.com/onetick/onetick/internal/etcdtest"
 )
 
-// TestRunOnEtcd: two replicas on a real etcd (backend.etcd), under a
+// TestRunOnEtcd: three replicas on a real etcd (backend.etcd), under a
 // prefix of their own. One leads; every tick of a command job runs once
 // across the fleet, through a SIGTERM handover, and is recorded in the
 // run ledger; status, runs and pause work on the same store.
@@ -42,7 +42,7 @@ jobs:
 		t.Fatalf("validate: %d %q %q", code, o, e)
 	}
 	procs := map[string]*proc{}
-	for _, n := range []string{"r0", "r1"} {
+	for _, n := range []string{"r0", "r1", "r2"} {
 		procs[n] = startProc(t, n, "--config", cfg)
 		<-procs[n].addr
 	}
@@ -64,6 +64,7 @@ jobs:
 		select {
 		case <-procs["r0"].wake:
 		case <-procs["r1"].wake:
+		case <-procs["r2"].wake:
 		case <-deadline:
 			t.Fatal("no replica became leader within 15s")
 		}
