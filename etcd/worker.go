@@ -120,9 +120,10 @@ func (s *WorkerStore) deliveryOf(stream string, e streamEntry) worker.Delivery {
 	return d
 }
 
-// appendEntry appends d to its stream as a new entry of attempt for this
-// group, in t: the entry id comes from the stream sequence, as a claim's.
-func (s *WorkerStore) appendEntry(t *otx, now time.Time, d worker.Delivery, attempt int) error {
+// appendEntry appends d to its stream as a new entry of attempt for
+// group ("": every group's), in t: the entry id comes from the stream
+// sequence, as a claim's.
+func (s *WorkerStore) appendEntry(t *otx, now time.Time, d worker.Delivery, attempt int, group string) error {
 	v, ok, err := t.get(s.b.k("seq"))
 	if err != nil {
 		return err
@@ -137,7 +138,7 @@ func (s *WorkerStore) appendEntry(t *otx, now time.Time, d worker.Delivery, atte
 	seq++
 	id := strconv.FormatInt(at, 10) + "-" + strconv.FormatInt(seq, 10)
 	e := streamEntry{TickRecord: onetick.TickRecord{ID: id, Job: d.Job, Slot: d.Slot, Tick: d.Tick, Epoch: d.Epoch,
-		Replica: d.Replica, Payload: d.Payload, Version: d.Version}, Attempt: attempt, Group: s.group}
+		Replica: d.Replica, Payload: d.Payload, Version: d.Version}, Attempt: attempt, Group: group}
 	t.put(s.b.streamPrefix(d.Stream)+pad(seq), jsonOf(e))
 	t.put(s.b.k("seq"), id)
 	return nil
@@ -362,7 +363,7 @@ func (s *WorkerStore) PromoteDue(ctx context.Context, limit int) (worker.Promote
 			}
 			var d worker.Delivery
 			if json.Unmarshal([]byte(kv.val), &d) == nil {
-				if err := s.appendEntry(t, now, d, d.Attempt); err != nil {
+				if err := s.appendEntry(t, now, d, d.Attempt, s.group); err != nil {
 					return err
 				}
 			}
@@ -496,7 +497,7 @@ func (s *WorkerStore) Replay(ctx context.Context, id string) (worker.DeadLetter,
 		}
 		d := worker.Delivery{Stream: dl.Stream, Job: dl.Job, Slot: dl.Slot, Tick: dl.Tick, Epoch: dl.Epoch,
 			Replica: dl.Replica, Payload: dl.Payload}
-		if err := s.appendEntry(t, now, d, 1); err != nil {
+		if err := s.appendEntry(t, now, d, 1, s.group); err != nil {
 			return err
 		}
 		if err := s.b.note(t, now, storekit.RunOf(&d), onetick.RunEvent{What: onetick.EventReplayed}); err != nil {
@@ -530,18 +531,7 @@ func (b *Backend) AppendEntry(ctx context.Context, stream string, r onetick.Tick
 	return b.update(ctx, "append", func(t *otx) error {
 		d := worker.Delivery{Stream: stream, Job: r.Job, Slot: r.Slot, Tick: r.Tick, Epoch: r.Epoch, Replica: r.Replica,
 			Payload: r.Payload, Version: r.Version}
-		if err := s.appendEntry(t, b.opts.Clock.Now(), d, 0); err != nil {
-			return err
-		}
 		// Not a group's entry: every group takes it.
-		for k, w := range t.writes {
-			if strings.HasPrefix(k, b.streamPrefix(stream)) {
-				var e streamEntry
-				_ = json.Unmarshal([]byte(w.val), &e)
-				e.Group, e.Attempt = "", 0
-				w.val = jsonOf(e)
-			}
-		}
-		return nil
+		return s.appendEntry(t, b.opts.Clock.Now(), d, 0, "")
 	})
 }
