@@ -1,5 +1,5 @@
 # onetick: `make test` installs what the tests need (redis-server, promtool,
-# chromium, PostgreSQL) when it is missing and starts PostgreSQL, then runs
+# chromium, PostgreSQL, etcd) when it is missing and starts PostgreSQL, then runs
 # vet, the race-enabled tests and the alert rule tests. `make run` starts
 # onetick on its embedded default.
 

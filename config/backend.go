@@ -12,6 +12,8 @@ type Backend struct {
 	Memory bool `yaml:"memory"`
 	// Postgres is a PostgreSQL database.
 	Postgres *Postgres `yaml:"postgres"`
+	// Etcd is an etcd cluster.
+	Etcd *Etcd `yaml:"etcd"`
 }
 
 // FileStore configures the durable embedded store.
@@ -24,7 +26,7 @@ type FileStore struct {
 
 // backendKeys are the keys of the backend section: the stores, of which
 // at most one may be given.
-var backendKeys = []string{"redis", "file", "memory", "postgres"}
+var backendKeys = []string{"redis", "file", "memory", "postgres", "etcd"}
 
 // fileStoreKeys are the keys of backend.file.
 var fileStoreKeys = []string{"path"}
@@ -41,6 +43,9 @@ func (p *parser) backend(e entry) string {
 	sec := p.fields(p.entries(m, "backend"), "backend", "backend", backendKeys...)
 	if x, ok := sec["postgres"]; ok && !isNull(x.val) {
 		p.postgres(x)
+	}
+	if x, ok := sec["etcd"]; ok && !isNull(x.val) {
+		p.etcd(x)
 	}
 	if x, ok := sec["file"]; ok && !isNull(x.val) {
 		fm, ok := p.mapping(x.val, x.line, "backend.file")
@@ -69,7 +74,7 @@ func (p *parser) backend(e entry) string {
 		}
 	}
 	if n > 1 {
-		p.errorf(e.line, "backend", "give one of redis, postgres, file and memory")
+		p.errorf(e.line, "backend", "give one of redis, postgres, etcd, file and memory")
 	}
 	if r, ok := sec["redis"]; ok {
 		return p.redis(r)

@@ -225,34 +225,8 @@ var redisTLSKeys = []string{"enabled", "ca_file", "cert_file", "key_file", "serv
 
 func (p *parser) tls(e entry, r *Redis, scheme string) {
 	const path = "backend.redis.tls"
-	var sec map[string]entry
-	if e.ok() {
-		m, ok := p.mapping(e.val, e.line, path)
-		if !ok {
-			return
-		}
-		var es []entry
-		if m != nil {
-			es = p.entries(m, path)
-		}
-		sec = p.fields(es, path, path, redisTLSKeys...)
-	}
+	sec, enabledSet := p.tlsFields(e, path, &r.TLS)
 	t := &r.TLS
-	for _, f := range []struct {
-		key string
-		dst *string
-	}{{"ca_file", &t.CAFile}, {"cert_file", &t.CertFile}, {"key_file", &t.KeyFile}, {"server_name", &t.ServerName}} {
-		if e, ok := sec[f.key]; ok {
-			*f.dst, _ = p.str(e, path+"."+f.key)
-		}
-	}
-	enabledSet := false
-	if e, ok := sec["enabled"]; ok && !isNull(e.val) {
-		t.Enabled, enabledSet = p.boolean(e, path+".enabled")
-	}
-	if e, ok := sec["insecure_skip_verify"]; ok {
-		t.InsecureSkipVerify, _ = p.boolean(e, path+".insecure_skip_verify")
-	}
 	switch scheme {
 	case "rediss":
 		if enabledSet && !t.Enabled {
@@ -278,4 +252,38 @@ func (p *parser) tls(e entry, r *Redis, scheme string) {
 	if t.KeyFile != "" && t.CertFile == "" {
 		p.errorf(sec["key_file"].line, path+".cert_file", "is required with key_file")
 	}
+}
+
+// tlsFields reads a tls section at path into t: its files, server name
+// and flags. It reports the section's entries and whether enabled was
+// given.
+func (p *parser) tlsFields(e entry, path string, t *TLS) (map[string]entry, bool) {
+	var sec map[string]entry
+	if e.ok() {
+		m, ok := p.mapping(e.val, e.line, path)
+		if !ok {
+			return nil, false
+		}
+		var es []entry
+		if m != nil {
+			es = p.entries(m, path)
+		}
+		sec = p.fields(es, path, path, redisTLSKeys...)
+	}
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"ca_file", &t.CAFile}, {"cert_file", &t.CertFile}, {"key_file", &t.KeyFile}, {"server_name", &t.ServerName}} {
+		if e, ok := sec[f.key]; ok {
+			*f.dst, _ = p.str(e, path+"."+f.key)
+		}
+	}
+	enabledSet := false
+	if e, ok := sec["enabled"]; ok && !isNull(e.val) {
+		t.Enabled, enabledSet = p.boolean(e, path+".enabled")
+	}
+	if e, ok := sec["insecure_skip_verify"]; ok {
+		t.InsecureSkipVerify, _ = p.boolean(e, path+".insecure_skip_verify")
+	}
+	return sec, enabledSet
 }

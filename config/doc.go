@@ -13,7 +13,7 @@
 //	backend:                 # optional; absent: the durable file store at its default path
 //	  file: {path: ""}       # the durable file store (one host); default path in the README
 //	  memory: {}             # the in-process store: state lost on exit (tests, demos)
-//	  redis:                 # or a Redis (at most one of file, memory, redis, postgres)
+//	  redis:                 # or a Redis (at most one of file, memory, redis, postgres, etcd)
 //	    url: redis://127.0.0.1:6379/0   # redis:// or rediss:// (TLS); required unless sentinel or cluster
 //	    prefix: onetick                 # key prefix; default onetick ({onetick} in a cluster)
 //	    username: ""                    # optional; overrides the URL's
@@ -42,6 +42,20 @@
 //	    river_schema: river             # where River's tables are, for relay: river; default the search_path
 //	    clock_tolerance: 100ms          # default 100ms
 //	    entry_retention: 0s             # delete stream entries older than this; default 0: kept
+//	  etcd:                             # or an etcd cluster (docs/etcd.md)
+//	    endpoints: [http://e1:2379, http://e2:2379]  # required; http:// or https:// (TLS), no credentials
+//	    prefix: onetick/                # key prefix; default onetick/
+//	    username: onetick               # optional: etcd RBAC user ...
+//	    password: ${ETCD_PASSWORD}      # ... and password
+//	    clock_tolerance: 100ms          # default 100ms; judged by the replica's own clock
+//	    max_txn_ops: 128                # the servers' --max-txn-ops; default 128
+//	    tls:                            # optional; the keys of backend.redis.tls
+//	      enabled: false                # implied by https:// endpoints
+//	      ca_file: ""
+//	      cert_file: ""
+//	      key_file: ""
+//	      server_name: ""               # default the first endpoint's host
+//	      insecure_skip_verify: false
 //	lease:
 //	  ttl: 15s                 # default 15s; at least 10ms
 //	  renew: 5s                # default ttl/3; must be below ttl/2

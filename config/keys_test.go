@@ -40,6 +40,8 @@ var keySections = []keySection{
 	{"backend.redis.tls", redisTLSKeys, reflect.TypeOf(TLS{}), "backend:\n  redis:\n    url: redis://h:1\n    tls:\n      KEY: 1\n", "backend.redis.tls.KEY"},
 	{"backend.redis.sentinel", nil, reflect.TypeOf(Sentinel{}), "backend:\n  redis:\n    sentinel:\n      KEY: 1\n", "backend.redis.sentinel.KEY"},
 	{"backend.redis.cluster", nil, reflect.TypeOf(Cluster{}), "backend:\n  redis:\n    cluster:\n      KEY: 1\n", "backend.redis.cluster.KEY"},
+	{"backend.etcd", etcdKeys, reflect.TypeOf(Etcd{}), "backend:\n  etcd:\n    endpoints: [http://h:1]\n    KEY: 1\n", "backend.etcd.KEY"},
+	{"backend.etcd.tls", redisTLSKeys, reflect.TypeOf(TLS{}), "backend:\n  etcd:\n    endpoints: [http://h:1]\n    tls:\n      KEY: 1\n", "backend.etcd.tls.KEY"},
 	{"backend.postgres", postgresKeys, reflect.TypeOf(Postgres{}), "backend:\n  postgres:\n    KEY: 1\n", "backend.postgres.KEY"},
 	{"lease", leaseKeys, reflect.TypeOf(Lease{}), "lease:\n  KEY: 1\n", "lease.KEY"},
 	{"http", httpKeys, reflect.TypeOf(HTTP{}), "http:\n  KEY: 1\n", "http.KEY"},

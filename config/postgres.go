@@ -113,9 +113,9 @@ func (f *File) MaskedPostgresURL() string {
 }
 
 // Shared says whether the configuration names a store shared by replicas
-// (Redis or PostgreSQL) rather than an embedded one.
+// (Redis, PostgreSQL or etcd) rather than an embedded one.
 func (f *File) Shared() bool {
-	return f.Backend.Redis != nil || f.Backend.Postgres != nil
+	return f.Backend.Redis != nil || f.Backend.Postgres != nil || f.Backend.Etcd != nil
 }
 
 // MaskedStore names the shared store for logs and errors, without
@@ -126,6 +126,8 @@ func (f *File) MaskedStore() string {
 		return "redis " + f.MaskedRedisURL()
 	case f.Backend.Postgres != nil:
 		return "postgres " + f.MaskedPostgresURL() + " schema " + f.Backend.Postgres.Schema
+	case f.Backend.Etcd != nil:
+		return "etcd " + f.MaskedEtcd()
 	}
 	return ""
 }

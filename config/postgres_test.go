@@ -14,7 +14,7 @@ var postgresErrCases = []errCase{
 	{name: "postgres unknown key", yaml: "backend:\n  postgres:\n    url: postgres://u@h/db\n    pool: 3\n",
 		want: []want{{4, "backend.postgres.pool", "unknown"}}},
 	{name: "postgres and redis", yaml: "backend:\n  redis: {url: 'redis://h:6379'}\n  postgres: {url: 'postgres://u@h/db'}\n",
-		want: []want{{1, "backend", "give one of redis, postgres, file and memory"}}},
+		want: []want{{1, "backend", "give one of redis, postgres, etcd, file and memory"}}},
 	{name: "postgres password not in messages", yaml: "backend:\n  postgres:\n    url: postgres://u:s3cr3tpw@h/db\n    schema: [x]\n",
 		secret: "s3cr3tpw", want: []want{{4, "backend.postgres.schema", "must be a string"}}},
 }

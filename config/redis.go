@@ -97,7 +97,16 @@ func (f *File) TLSConfig() (*tls.Config, error) {
 	if r == nil || !r.tlsOn() {
 		return nil, nil
 	}
-	t := r.TLS
+	host := ""
+	if u, err := url.Parse(r.URL); err == nil {
+		host = u.Hostname()
+	}
+	return f.tlsFrom(r.TLS, "backend.redis.tls", host)
+}
+
+// tlsFrom builds the TLS configuration of section t at path (host: the
+// server name to check by default). Errors name the field.
+func (f *File) tlsFrom(t TLS, path, host string) (*tls.Config, error) {
 	fail := func(key string, err error, format string, args ...any) error {
 		msg := fmt.Sprintf(format, args...)
 		var pe *fs.PathError
@@ -106,13 +115,11 @@ func (f *File) TLSConfig() (*tls.Config, error) {
 		} else if err != nil {
 			msg += ": " + err.Error()
 		}
-		return Errors{{File: f.Path, Line: f.line("backend.redis.tls."+key, 0), Field: "backend.redis.tls." + key, Msg: msg, err: err}}
+		return Errors{{File: f.Path, Line: f.line(path+"."+key, 0), Field: path + "." + key, Msg: msg, err: err}}
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // explicit opt-in
 	if cfg.ServerName == "" {
-		if u, err := url.Parse(r.URL); err == nil {
-			cfg.ServerName = u.Hostname()
-		}
+		cfg.ServerName = host
 	}
 	if t.CAFile != "" {
 		name := f.resolve(t.CAFile)

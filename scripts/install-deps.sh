@@ -4,7 +4,8 @@
 # (the status page is tested in headless Chromium) and PostgreSQL (the
 # postgres backend's tests use the server on 127.0.0.1:5432 with trust
 # authentication for user postgres) and nats-server (the JetStream
-# relay's tests use a server with JetStream on 127.0.0.1:4222), from
+# relay's tests use a server with JetStream on 127.0.0.1:4222) and etcd
+# (etcd-server: the etcd backend's tests start their own on free ports), from
 # Debian's packages; then starts the PostgreSQL cluster and nats-server
 # when they are not running. Idempotent; prints what it does.
 set -euo pipefail
@@ -16,6 +17,7 @@ command -v promtool >/dev/null 2>&1 || [ -x /usr/bin/promtool ] || need+=(promet
 # screenshots legible text on a bare machine.
 command -v chromium >/dev/null 2>&1 || need+=(chromium fonts-dejavu-core)
 command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || need+=(nats-server)
+command -v etcd >/dev/null 2>&1 || [ -x /usr/bin/etcd ] || need+=(etcd-server)
 pg_new=false
 if ! ls -d /etc/postgresql/*/main >/dev/null 2>&1; then
   need+=(postgresql)
@@ -82,5 +84,6 @@ $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
 command -v redis-server >/dev/null
 command -v promtool >/dev/null
 command -v chromium >/dev/null
+[ -x /usr/bin/etcd ] || command -v etcd >/dev/null
 start_postgres
 start_nats

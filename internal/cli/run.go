@@ -44,6 +44,9 @@ func applyRedisOverride(f *config.File, flagURL string, env Env) error {
 	if f.Backend.Postgres != nil {
 		return badInput("%s: %s uses PostgreSQL (backend.postgres); a Redis URL does not apply", src, f.Path)
 	}
+	if f.Backend.Etcd != nil {
+		return badInput("%s: %s uses etcd (backend.etcd); a Redis URL does not apply", src, f.Path)
+	}
 	if r := f.Backend.Redis; r != nil && (r.Sentinel != nil || r.Cluster != nil) {
 		return badInput("%s: %s names a Redis %s (backend.redis.%s); a URL does not apply", src, f.Path, r.Topology(), r.Topology())
 	}

@@ -38,6 +38,8 @@ func Migrate(ctx context.Context, f *config.File, o Options) (string, error) {
 		return fmt.Sprintf("schema %s at %s migrated to version %d", b.Schema(), f.MaskedPostgresURL(), v), nil
 	case f.Backend.Redis != nil:
 		return f.MaskedStore() + ": Redis keeps no schema: nothing to migrate", nil
+	case f.Backend.Etcd != nil:
+		return f.MaskedStore() + ": etcd keeps no schema: nothing to migrate", nil
 	case o.Memory:
 		return "the memory store keeps nothing: nothing to migrate", nil
 	}

@@ -28,6 +28,7 @@ type Kind string
 const (
 	Redis    Kind = "redis"
 	Postgres Kind = "postgres"
+	Etcd     Kind = "etcd"
 	File     Kind = "file"
 	Memory   Kind = "memory"
 )
@@ -91,7 +92,7 @@ type Description struct {
 	// Address is the masked URL or the Sentinel or Cluster addresses of a
 	// shared store ("" for an embedded one).
 	Address string `json:"address,omitempty"`
-	// Schema is the PostgreSQL schema, Prefix the Redis key prefix, Path
+	// Schema is the PostgreSQL schema, Prefix the Redis or etcd key prefix, Path
 	// the file store's file.
 	Schema string `json:"schema,omitempty"`
 	Prefix string `json:"prefix,omitempty"`
@@ -135,6 +136,8 @@ func open(ctx context.Context, f *config.File, o Options) (*Handle, error) {
 		return openPostgres(ctx, f, o)
 	case f.Backend.Redis != nil:
 		return openRedis(ctx, f, o)
+	case f.Backend.Etcd != nil:
+		return openEtcd(ctx, f, o)
 	case o.Memory:
 		return openMemory(o), nil
 	case o.Path != "":

@@ -16,6 +16,7 @@ import (
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
+	"github.com/onetick/onetick/internal/etcdtest"
 	"github.com/onetick/onetick/internal/pgtest"
 )
 
@@ -273,6 +274,7 @@ func TestUnreachable(t *testing.T) {
 		{"sentinel", "backend:\n  redis:\n    sentinel: {primary: m, addrs: ['127.0.0.1:1'], password: " + pw + "}\n    password: " + pw + "\n",
 			"cannot reach Redis at sentinel m via 127.0.0.1:1: "},
 		{"postgres", "backend:\n  postgres: {url: 'postgres://u:" + pw + "@127.0.0.1:1/db?sslmode=disable'}\n", "cannot reach PostgreSQL at postgres://u:xxxxx@127.0.0.1:1/db?sslmode=disable: "},
+		{"etcd", "backend:\n  etcd: {endpoints: ['http://127.0.0.1:1'], username: u, password: " + pw + "}\n", "cannot reach etcd at http://127.0.0.1:1 prefix onetick/: "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -317,5 +319,58 @@ func TestPostgresLedgerOff(t *testing.T) {
 	defer h.Close()
 	if _, err := h.Backend().(onetick.Ledger).Runs(ctx, onetick.RunQuery{Job: "a"}); !errors.Is(err, onetick.ErrLedgerOff) {
 		t.Fatalf("Runs with ledger.off: %v, want ErrLedgerOff", err)
+	}
+}
+
+// TestEtcd: backend.etcd opens the etcd store under its prefix, with the
+// worker store and the run ledger; it keeps no schema. A TLS file that
+// cannot be read is an *InvalidError naming the field.
+func TestEtcd(t *testing.T) {
+	s := etcdtest.Start(t)
+	prefix := etcdtest.Prefix()
+	f := parse(t, "backend:\n  etcd:\n    endpoints: ["+s.Endpoint()+"]\n    prefix: "+prefix+"\n")
+	ctx := context.Background()
+	if msg, err := Migrate(ctx, f, Options{}); err != nil || !strings.Contains(msg, "etcd keeps no schema") {
+		t.Fatalf("Migrate: %q, %v", msg, err)
+	}
+	h, err := Open(ctx, f, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := h.Description(); d.Prefix != prefix || !strings.Contains(d.Address, s.Endpoint()) {
+		t.Errorf("description %+v", d)
+	}
+	if d := h.Describe(ctx); !strings.HasPrefix(d, "etcd "+s.Endpoint()) {
+		t.Errorf("Describe = %q", d)
+	}
+	use(t, h, Etcd)
+
+	bad := parse(t, "backend:\n  etcd:\n    endpoints: [https://127.0.0.1:1]\n    tls: {ca_file: /nonexistent/ca.pem}\n")
+	_, err = Open(ctx, bad, Options{})
+	var inv *InvalidError
+	if !errors.As(err, &inv) || !strings.Contains(err.Error(), "backend.etcd.tls.ca_file: cannot read /nonexistent/ca.pem") {
+		t.Fatalf("Open with an unreadable CA file: %v", err)
+	}
+}
+
+// TestEtcdTLS: backend.etcd with https:// endpoints and the tls section
+// reaches an etcd that requires TLS and a client certificate; without
+// the client certificate the store does not answer.
+func TestEtcdTLS(t *testing.T) {
+	s := etcdtest.StartTLS(t)
+	c := s.Certs
+	f := parse(t, "backend:\n  etcd:\n    endpoints: ["+s.Endpoint()+"]\n    prefix: "+etcdtest.Prefix()+
+		"\n    tls: {ca_file: "+c.CAFile+", cert_file: "+c.ClientCertFile+", key_file: "+c.ClientKeyFile+"}\n")
+	h, err := Open(context.Background(), f, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	use(t, h, Etcd)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	noCert := parse(t, "backend:\n  etcd:\n    endpoints: ["+s.Endpoint()+"]\n    tls: {ca_file: "+c.CAFile+"}\n")
+	if h, err := Open(ctx, noCert, Options{}); err == nil {
+		_ = h.Close()
+		t.Fatal("opened an etcd that requires a client certificate without one")
 	}
 }
