@@ -259,7 +259,7 @@ func checkNATSRelay(n *NATSRelay, line func(key string) int, add func(line int, 
 	case n.Subject == "":
 		add(line("nats"), "relay.nats.subject", "is required (the subject, or with per_subject its prefix)")
 	case !validSubject(n.Subject):
-		add(line("nats.subject"), "relay.nats.subject", "%q is not a subject to publish to (tokens separated by dots; no wildcards * or >, no white space)", short(n.Subject))
+		add(line("nats.subject"), "relay.nats.subject", "%q is not a subject to publish to (tokens separated by dots; no wildcards * or >, no white space; not starting with $, NATS's own APIs)", short(n.Subject))
 	}
 }
 
@@ -287,6 +287,9 @@ func natsURLProblems(urls string) []string {
 }
 
 func validSubject(s string) bool {
+	if strings.HasPrefix(s, "$") {
+		return false // NATS's own APIs ($JS.API, $SYS, $KV, ...)
+	}
 	for _, t := range strings.Split(s, ".") {
 		if !natsToken.MatchString(t) {
 			return false

@@ -430,4 +430,8 @@ func TestRelayNATSSharedConn(t *testing.T) {
 	if _, err := natsrelay.NewConn(natsrelay.ConnConfig{URL: natsURL, Token: "t", Creds: "/c"}); err == nil {
 		t.Fatal("a connection with a token and creds was accepted")
 	}
+	// A publish to $JS.API.STREAM.PURGE.<name> would purge that stream.
+	if _, err := natsrelay.New(natsrelay.Config{Conn: conn, Subject: "$JS.API.STREAM.PURGE.X", Stream: stream}); err == nil {
+		t.Fatal("a publisher to a $ subject (NATS's API) was made")
+	}
 }
