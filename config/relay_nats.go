@@ -58,8 +58,11 @@ type NATSConnection struct {
 	// (nats://, tls://, ws://, wss://); required.
 	URL string `yaml:"url"`
 	// Stream, when set, is the JetStream stream every publish through the
-	// connection must land in: JetStream refuses a subject the stream does
-	// not hold, which bounds what a job applied at run time can publish to.
+	// connection must land in: JetStream refuses a subject another stream
+	// holds. A subject no stream holds still reaches its core NATS
+	// subscribers (the publish then fails for want of an ack): what a job
+	// applied at run time can publish to is bounded by the credentials'
+	// NATS permissions, not by the stream.
 	Stream string `yaml:"stream"`
 	// PerSubject publishes each tick to its own subject (see NATSRelay).
 	PerSubject bool `yaml:"per_subject"`
