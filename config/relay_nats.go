@@ -58,8 +58,11 @@ type NATSConnection struct {
 	// (nats://, tls://, ws://, wss://); required.
 	URL string `yaml:"url"`
 	// Stream, when set, is the JetStream stream every publish through the
-	// connection must land in: JetStream refuses a subject the stream does
-	// not hold, which bounds what a job applied at run time can publish to.
+	// connection must land in: JetStream refuses a subject another stream
+	// holds. A subject no stream holds still reaches its core NATS
+	// subscribers (the publish then fails for want of an ack): what a job
+	// applied at run time can publish to is bounded by the credentials'
+	// NATS permissions, not by the stream.
 	Stream string `yaml:"stream"`
 	// PerSubject publishes each tick to its own subject (see NATSRelay).
 	PerSubject bool `yaml:"per_subject"`
@@ -259,7 +262,7 @@ func checkNATSRelay(n *NATSRelay, line func(key string) int, add func(line int, 
 	case n.Subject == "":
 		add(line("nats"), "relay.nats.subject", "is required (the subject, or with per_subject its prefix)")
 	case !validSubject(n.Subject):
-		add(line("nats.subject"), "relay.nats.subject", "%q is not a subject to publish to (tokens separated by dots; no wildcards * or >, no white space)", short(n.Subject))
+		add(line("nats.subject"), "relay.nats.subject", "%q is not a subject to publish to (tokens separated by dots; no wildcards * or >, no white space; not starting with $, NATS's own APIs)", short(n.Subject))
 	}
 }
 
@@ -287,6 +290,9 @@ func natsURLProblems(urls string) []string {
 }
 
 func validSubject(s string) bool {
+	if strings.HasPrefix(s, "$") {
+		return false // NATS's own APIs ($JS.API, $SYS, $KV, ...)
+	}
 	for _, t := range strings.Split(s, ".") {
 		if !natsToken.MatchString(t) {
 			return false

@@ -250,3 +250,30 @@ func TestRelayNATSInAJobsFile(t *testing.T) {
 		}
 	}
 }
+
+// A NATS relay's subject may not be one of NATS's own APIs ($JS.API...,
+// $SYS..., $KV...: subjects starting with $): a job applied at run time
+// would otherwise drive JetStream's API with the operator's credentials
+// (a publish to $JS.API.STREAM.PURGE.<name> purges that stream, whatever
+// the connection's stream), and no tick belongs there.
+func TestRelayNATSSubjectNotASystemSubject(t *testing.T) {
+	base, err := config.Parse("base.yaml", []byte("relays:\n  nats:\n    events: {url: 'nats://a:4222', stream: TICKS}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, subject := range []string{"$JS.API.STREAM.PURGE.ORDERS", "$SYS.REQ.SERVER.PING", "$KV.config.key", "$x"} {
+		body := "jobs:\n  - name: a\n    schedule: '@hourly'\n    relay:\n      nats: {connection: events, subject: '" + subject + "'}\n"
+		want := `body:5: jobs[0] (a).relay.nats.subject: "` + subject + `" is not a subject to publish to`
+		if _, err := config.ParseRequestJobs("body", []byte(body), base); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a run-time job's subject %s:\n got %v\nwant %s", subject, err, want)
+		}
+		doc := "jobs:\n  - name: a\n    schedule: '@hourly'\n    relay:\n      nats: {url: 'nats://a:4222', subject: '" + subject + "'}\n"
+		want = `f.yaml:5: jobs[0] (a).relay.nats.subject: "` + subject + `" is not a subject to publish to`
+		if _, err := config.Parse("f.yaml", []byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a file's job's subject %s:\n got %v\nwant %s", subject, err, want)
+		}
+	}
+	if _, err := config.ParseRequestJobs("body", []byte("jobs:\n  - name: a\n    schedule: '@hourly'\n    relay:\n      nats: {connection: events, subject: 'ticks.a$b'}\n"), base); err != nil {
+		t.Errorf("a subject with a $ inside: %v", err)
+	}
+}

@@ -156,6 +156,10 @@ func New(cfg Config) (*Publisher, error) {
 	if cfg.Subject == "" {
 		return nil, errors.New("natsrelay: subject is required")
 	}
+	if strings.HasPrefix(cfg.Subject, "$") {
+		// $JS.API, $SYS, $KV ...: a publish there drives NATS's own APIs.
+		return nil, errors.New("natsrelay: a subject starting with $ is NATS's own (its APIs), not a tick's")
+	}
 	p := &Publisher{cfg: cfg, conn: cfg.Conn}
 	if cfg.JetStream == nil && cfg.Conn == nil {
 		c, err := NewConn(ConnConfig{URL: cfg.URL, Token: cfg.Token, Creds: cfg.Creds})

@@ -430,4 +430,53 @@ func TestRelayNATSSharedConn(t *testing.T) {
 	if _, err := natsrelay.NewConn(natsrelay.ConnConfig{URL: natsURL, Token: "t", Creds: "/c"}); err == nil {
 		t.Fatal("a connection with a token and creds was accepted")
 	}
+	// A publish to $JS.API.STREAM.PURGE.<name> would purge that stream.
+	if _, err := natsrelay.New(natsrelay.Config{Conn: conn, Subject: "$JS.API.STREAM.PURGE.X", Stream: stream}); err == nil {
+		t.Fatal("a publisher to a $ subject (NATS's API) was made")
+	}
+}
+
+// TestRelayNATSStreamDoesNotBoundCoreSubscribers: a connection's stream
+// (Nats-Expected-Stream) refuses a subject another stream holds, but a
+// subject no stream holds still reaches its core NATS subscribers before
+// the publish fails for want of an ack. What a job applied at run time
+// may publish to is bounded by the credentials' NATS permissions, not by
+// the stream (docs/relays.md, Jobs applied at run time).
+func TestRelayNATSStreamDoesNotBoundCoreSubscribers(t *testing.T) {
+	js := newJS(t, false)
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	other := fmt.Sprintf("core%d.orders.delete", time.Now().UnixNano())
+	got := make(chan *nats.Msg, 4)
+	sub, err := nc.ChanSubscribe(other, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := natsrelay.New(natsrelay.Config{URL: natsURL, Subject: other, Stream: js.stream.CachedInfo().Config.Name, Prefer: onetick.PreferDuplicate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	worked := make(chan error, 1)
+	go func() { worked <- p.Work(ctx, &worker.Task{Job: "j", Slot: 1000, Tick: "j:1000", Deliveries: 1}) }()
+	select {
+	case m := <-got:
+		if !strings.Contains(string(m.Data), `"tick":"j:1000"`) {
+			t.Fatalf("the core subscriber got %s", m.Data)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the core subscriber got nothing: the stream bounds more than documented")
+	}
+	cancel()
+	if err := <-worked; err == nil {
+		t.Fatal("the publish to a subject no stream holds succeeded")
+	}
 }
