@@ -3,6 +3,7 @@ package onetick
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 )
 
@@ -40,6 +41,11 @@ func natsBacklog(ctx context.Context, b Backend, jobs []string) (n int64, note s
 	if !ok {
 		return 0, natsBacklogNote, errNoLedger
 	}
+	if len(jobs) > MaxNATSBacklogJobs {
+		// Each job is one read of up to MaxRunLimit records: a status
+		// page refresh must stay cheap however many jobs a relay has.
+		return 0, fmt.Sprintf("not counted: %d jobs relay to it, more than %d (the worker_relay_* metrics tell)", len(jobs), MaxNATSBacklogJobs), errNoLedger
+	}
 	for _, j := range jobs {
 		page, err := lg.Runs(ctx, RunQuery{Job: j, Limit: MaxRunLimit})
 		if errors.Is(err, ErrLedgerOff) {
@@ -59,6 +65,10 @@ func natsBacklog(ctx context.Context, b Backend, jobs []string) (n int64, note s
 }
 
 var errNoLedger = errors.New("no run ledger")
+
+// MaxNATSBacklogJobs is the most jobs of one NATS relay whose backlog the
+// status counts (one ledger read each); beyond it the backlog is n/a.
+const MaxNATSBacklogJobs = 50
 
 // ReadRelays returns the relays jobs use, by kind and queue, with their
 // backlogs as far as b can tell (Status.Relays, for every job: the status
