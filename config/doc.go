@@ -114,10 +114,11 @@
 //	  nats:                    # NATS JetStream connections, by name
 //	    events:                # the connection's name: letters, digits, _ and -; at most 64
 //	      url: nats://nats:4222 # required; several separated by commas; nats://, tls://, ws://, wss://
-//	      stream: TICKS        # optional: the stream every publish must land in (bounds the subjects)
+//	      stream: TICKS        # optional: the stream every publish must land in (JetStream refuses a subject another stream holds)
 //	      per_subject: false   # true: one subject per tick, on a stream with max_msgs_per_subject 1, discard new per subject
 //	      token: ${NATS_TOKEN} # optional; or creds: /etc/nats/onetick.creds, not both; never printed
 //	      creds: ""
+//	      subjects: ["ticks.>"] # subject patterns jobs may publish to; required for jobs applied at run time, checked for every job when set
 //	jobs:
 //	  - name: nightly-billing        # required, unique; no spaces, at most 200 bytes
 //	    schedule: "0 2 * * *"        # required; see package cron

@@ -70,11 +70,67 @@ type NATSConnection struct {
 	// path) authenticate; at most one.
 	Token string `yaml:"token" json:"-"`
 	Creds string `yaml:"creds"`
+	// Subjects are the NATS subject patterns (`*` one token, `>` the
+	// rest) a job may publish to through the connection. A job applied at
+	// run time is refused on a connection without them (an API user never
+	// chooses where the operator's credentials publish); when set, every
+	// job naming the connection must match one, in the file and at run
+	// time, and each worker checks it again.
+	Subjects []string `yaml:"subjects"`
+}
+
+// Allows reports whether the connection lets a job publish to subject
+// (with per_subject, to the subjects <subject>.<job>.<slot>).
+func (c *NATSConnection) Allows(subject string) bool {
+	if c.PerSubject {
+		subject += ".job.0"
+	}
+	for _, pat := range c.Subjects {
+		if subjectMatches(pat, subject) {
+			return true
+		}
+	}
+	return false
+}
+
+// subjectMatches reports whether NATS subject pattern pat (`*` one token,
+// `>` one or more trailing tokens) matches subject.
+func subjectMatches(pat, subject string) bool {
+	pt, st := strings.Split(pat, "."), strings.Split(subject, ".")
+	for i, t := range pt {
+		switch {
+		case t == ">":
+			return i == len(pt)-1 && len(st) > i
+		case i >= len(st):
+			return false
+		case t != "*" && t != st[i]:
+			return false
+		}
+	}
+	return len(pt) == len(st)
+}
+
+// validPattern reports whether pat is a subject pattern: tokens separated
+// by dots, each a plain token, `*`, or `>` as the last.
+func validPattern(pat string) bool {
+	if strings.HasPrefix(pat, "$") {
+		return false
+	}
+	ts := strings.Split(pat, ".")
+	for i, t := range ts {
+		if t == "*" || (t == ">" && i == len(ts)-1) {
+			continue
+		}
+		if !natsToken.MatchString(t) {
+			return false
+		}
+	}
+	return true
 }
 
 var (
 	natsRelayKeys = []string{"connection", "subject", "url", "stream", "per_subject", "token", "creds"}
-	natsConnKeys  = []string{"url", "stream", "per_subject", "token", "creds"}
+	natsConnKeys  = []string{"url", "stream", "per_subject", "token", "creds", "subjects"}
 	relaysKeys    = []string{"nats"}
 	// natsByConnection are a job's relay.nats keys that a connection gives.
 	natsByConnection = []string{"url", "stream", "per_subject", "token", "creds"}
@@ -126,6 +182,14 @@ func (p *parser) relays(e entry) {
 		}
 		if y, ok := cs["per_subject"]; ok {
 			n.PerSubject, _ = p.boolean(y, path+".per_subject")
+		}
+		if y, ok := cs["subjects"]; ok {
+			n.Subjects, _ = p.strList(y, path+".subjects")
+			for i, pat := range n.Subjects {
+				if !validPattern(pat) {
+					p.errorf(y.line, fmt.Sprintf("%s.subjects[%d]", path, i), "%q is not a subject pattern (tokens separated by dots, * for one token, > for the rest at the end; not starting with $)", short(pat))
+				}
+			}
 		}
 		p.natsSecrets(n.URL, n.Token)
 		at := func(key string) int {
@@ -215,6 +279,20 @@ func (p *parser) natsRelay(x entry, plain, path string) (*NATSRelay, bool) {
 	case p.base != nil && n.Connection == "":
 		p.errorf(x.line, path+".connection", "is required: a job applied at run time names a connection the configuration file defines (%s defines %s)", where, connList(conns))
 		good = false
+	case named && n.Connection != "" && validSubject(n.Subject):
+		c := conns[n.Connection]
+		at := x.line
+		if y, ok := sec["subject"]; ok {
+			at = y.line
+		}
+		switch {
+		case len(c.Subjects) == 0 && p.base != nil:
+			p.errorf(at, path+".subject", "connection %q lists no subjects that jobs applied at run time may publish to (relays.nats.%s.subjects in %s)", short(n.Connection), keyText(n.Connection), where)
+			good = false
+		case len(c.Subjects) > 0 && !c.Allows(n.Subject):
+			p.errorf(at, path+".subject", "%q is not among the subjects connection %q allows (%s)", short(n.Subject), short(n.Connection), strings.Join(c.Subjects, ", "))
+			good = false
+		}
 	}
 	return n, good
 }
@@ -313,6 +391,9 @@ func (f *File) NATSPublish(n *NATSRelay) (NATSRelay, error) {
 	c := f.Relays.NATS[n.Connection]
 	if c == nil {
 		return NATSRelay{}, fmt.Errorf("unknown connection %q: %s defines %s", short(n.Connection), f.Path, connList(f.Relays.NATS))
+	}
+	if len(c.Subjects) > 0 && !c.Allows(n.Subject) {
+		return NATSRelay{}, fmt.Errorf("subject %q is not among the subjects connection %q allows (%s)", short(n.Subject), short(n.Connection), strings.Join(c.Subjects, ", "))
 	}
 	return NATSRelay{Connection: n.Connection, URL: c.URL, Subject: n.Subject, Stream: c.Stream, PerSubject: c.PerSubject,
 		Token: c.Token, Creds: c.Creds}, nil

@@ -196,7 +196,7 @@ jobs:
 // subject, nothing of the connection.
 func TestRelayNATSInAJobsFile(t *testing.T) {
 	t.Setenv("ONETICK_TEST_NATS_TOKEN", "s3cr3t-conn")
-	base, err := config.Parse("base.yaml", []byte("relays:\n  nats:\n    events: {url: 'nats://user:pw-s3cr3t@a:4222', stream: TICKS, token: '${ONETICK_TEST_NATS_TOKEN}'}\n    audit: {url: 'nats://b:4222', creds: /etc/nats/audit.creds}\n"))
+	base, err := config.Parse("base.yaml", []byte("relays:\n  nats:\n    events: {url: 'nats://user:pw-s3cr3t@a:4222', stream: TICKS, token: '${ONETICK_TEST_NATS_TOKEN}', subjects: ['ticks.>', t]}\n    audit: {url: 'nats://b:4222', creds: /etc/nats/audit.creds, subjects: ['ticks.*']}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestRelayNATSInAJobsFile(t *testing.T) {
 // (a publish to $JS.API.STREAM.PURGE.<name> purges that stream, whatever
 // the connection's stream), and no tick belongs there.
 func TestRelayNATSSubjectNotASystemSubject(t *testing.T) {
-	base, err := config.Parse("base.yaml", []byte("relays:\n  nats:\n    events: {url: 'nats://a:4222', stream: TICKS}\n"))
+	base, err := config.Parse("base.yaml", []byte("relays:\n  nats:\n    events: {url: 'nats://a:4222', stream: TICKS, subjects: ['>']}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,5 +275,77 @@ func TestRelayNATSSubjectNotASystemSubject(t *testing.T) {
 	}
 	if _, err := config.ParseRequestJobs("body", []byte("jobs:\n  - name: a\n    schedule: '@hourly'\n    relay:\n      nats: {connection: events, subject: 'ticks.a$b'}\n"), base); err != nil {
 		t.Errorf("a subject with a $ inside: %v", err)
+	}
+}
+
+// A connection's subjects bound what its jobs may publish to: a job
+// applied at run time is refused on a connection that lists none, and
+// every job naming a connection that lists some must match one (NATS
+// wildcards; with per_subject, the subjects <subject>.<job>.<slot>). The
+// worker checks again (NATSPublish).
+func TestRelayNATSSubjectsAllowList(t *testing.T) {
+	base, err := config.Parse("base.yaml", []byte(`relays:
+  nats:
+    open: {url: 'nats://a:4222'}
+    ticks: {url: 'nats://a:4222', subjects: ['ticks.*', 'reports.>']}
+    each: {url: 'nats://a:4222', per_subject: true, subjects: ['ticks.*.*.*']}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := func(conn, subject string) string {
+		return "jobs:\n  - name: a\n    schedule: '@hourly'\n    relay: {nats: {connection: " + conn + ", subject: '" + subject + "'}}\n"
+	}
+	for _, c := range []struct{ conn, subject, want string }{
+		{"ticks", "ticks.a", ""},
+		{"ticks", "reports.x.y", ""},
+		{"each", "ticks.a", ""},
+		{"ticks", "ticks.a.b", `body:4: jobs[0] (a).relay.nats.subject: "ticks.a.b" is not among the subjects connection "ticks" allows (ticks.*, reports.>)`},
+		{"ticks", "reports", `is not among the subjects connection "ticks" allows`},
+		{"ticks", "orders.delete", `is not among the subjects connection "ticks" allows`},
+		{"each", "ticks.a.b", `is not among the subjects connection "each" allows`},
+		{"open", "ticks.a", `body:4: jobs[0] (a).relay.nats.subject: connection "open" lists no subjects that jobs applied at run time may publish to (relays.nats.open.subjects in the configuration file base.yaml)`},
+	} {
+		_, err := config.ParseRequestJobs("body", []byte(job(c.conn, c.subject)), base)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s on %s: %v", c.subject, c.conn, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s on %s: %v, want %s", c.subject, c.conn, err, c.want)
+		}
+	}
+	// The file's own jobs: free on a connection without subjects, bound
+	// on one with them.
+	if _, err := config.Parse("f.yaml", []byte(`relays:
+  nats:
+    open: {url: 'nats://a:4222'}
+jobs:
+  - {name: a, schedule: '@hourly', relay: {nats: {connection: open, subject: anything.at.all}}}
+`)); err != nil {
+		t.Errorf("a file's job on a connection without subjects: %v", err)
+	}
+	_, err = config.Parse("f.yaml", []byte(`relays:
+  nats:
+    ticks: {url: 'nats://a:4222', subjects: ['ticks.*']}
+jobs:
+  - {name: a, schedule: '@hourly', relay: {nats: {connection: ticks, subject: orders.delete}}}
+`))
+	if err == nil || !strings.Contains(err.Error(), `f.yaml:5: jobs[0] (a).relay.nats.subject: "orders.delete" is not among the subjects connection "ticks" allows`) {
+		t.Errorf("a file's job outside its connection's subjects: %v", err)
+	}
+	_, err = config.Parse("f.yaml", []byte("relays:\n  nats:\n    x: {url: 'nats://a:4222', subjects: ['a.>.b', '$JS.>']}\n"))
+	if err == nil || !strings.Contains(err.Error(), `relays.nats.x.subjects[0]: "a.>.b" is not a subject pattern`) ||
+		!strings.Contains(err.Error(), `relays.nats.x.subjects[1]: "$JS.>" is not a subject pattern`) {
+		t.Errorf("bad patterns: %v", err)
+	}
+	// The worker's own check, with a file whose connection changed since
+	// the job was applied.
+	worker, err := config.Parse("worker.yaml", []byte("relays:\n  nats:\n    ticks: {url: 'nats://a:4222', subjects: ['other.*']}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := worker.NATSPublish(&config.NATSRelay{Connection: "ticks", Subject: "ticks.a"}); err == nil ||
+		!strings.Contains(err.Error(), `subject "ticks.a" is not among the subjects connection "ticks" allows (other.*)`) {
+		t.Errorf("the worker's check: %v", err)
 	}
 }

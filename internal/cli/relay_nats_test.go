@@ -132,7 +132,7 @@ http:
   token: %s
 relays:
   nats:
-    events: {url: "nats://127.0.0.1:4222", stream: %s, token: %s}
+    events: {url: "nats://127.0.0.1:4222", stream: %s, token: %s, subjects: [">"]}
 jobs:
   - {name: base, schedule: "@every 1h"}
 `, db, daemonToken, name, relayToken))
@@ -267,11 +267,11 @@ func TestRelayNATSRunTimeNeedsTheConnection(t *testing.T) {
 	ctx := context.Background()
 	b := memory.New(memory.Options{})
 	defer b.Close()
-	f, err := config.Parse("worker.yaml", []byte("relays:\n  nats:\n    events: {url: 'nats://127.0.0.1:4222', token: "+relayToken+"}\n"))
+	f, err := config.Parse("worker.yaml", []byte("relays:\n  nats:\n    events: {url: 'nats://127.0.0.1:4222', token: "+relayToken+", subjects: ['t.*']}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := config.Parse("other.yaml", []byte("relays:\n  nats:\n    audit: {url: 'nats://127.0.0.1:4222'}\n    events: {url: 'nats://127.0.0.1:4222'}\n"))
+	other, err := config.Parse("other.yaml", []byte("relays:\n  nats:\n    audit: {url: 'nats://127.0.0.1:4222', subjects: ['t.*']}\n    events: {url: 'nats://127.0.0.1:4222', subjects: ['t.*']}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
