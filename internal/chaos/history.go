@@ -47,6 +47,11 @@ const (
 	// KindMissed is a slot the store's ledger (or a log line) reports as
 	// missed/skipped and counted: Job, Slot, Replica.
 	KindMissed = "missed"
+	// KindOp is an operator's action through a replica's API while the
+	// run goes on: Name "trigger" (Job, Tick: the key) or "backfill" (Job,
+	// Slot: the first slot asked for, Note: the range and the answer). Its
+	// outcome shows as enqueue events (TickKind "trigger" or "backfill").
+	KindOp = "op"
 	// KindEnd closes a history: the time after which the checker expects
 	// no more events; slots due before End minus Bounds.Settle must have
 	// an outcome.
@@ -83,6 +88,12 @@ type Event struct {
 	Worker  string `json:"worker,omitempty"`
 	PID     int    `json:"pid,omitempty"`
 	OK      *bool  `json:"ok,omitempty"`
+	// TickKind is the entry's kind (enqueue): "trigger" or "backfill" for
+	// a manual tick, empty for a scheduled slot.
+	TickKind string `json:"tick_kind,omitempty"`
+	// At is the store's time of the append (enqueue), when the entry id
+	// carries it (Redis stream ids, PostgreSQL's entry ids).
+	At time.Time `json:"at,omitempty"`
 
 	// counter
 	Name  string  `json:"name,omitempty"`
