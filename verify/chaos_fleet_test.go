@@ -149,17 +149,19 @@ type chaosRun struct {
 	obs       *observerState
 	pending   []pendingAction // the nemesis's, sorted by time
 	storeDown bool
+	healing   bool
 
-	mu      sync.Mutex
-	procs   map[int]string           // replica pid -> name, for run lines
-	offsets map[string]time.Duration // replica name -> clock offset
-	stopped map[string]bool          // replicas under SIGSTOP (not scraped)
-	faults  map[string]int           // fault kind -> count
-	ops     map[string]int
-	skipped map[string]int // drawn faults without a target when they came
-	ticks   int
-	runs    int
-	counted map[string]float64 // "replica|name|job" -> last value written
+	mu           sync.Mutex
+	procs        map[int]string           // replica pid -> name, for run lines
+	offsets      map[string]time.Duration // replica name -> clock offset
+	stopped      map[string]bool          // replicas under SIGSTOP (not scraped)
+	faults       map[string]int           // fault kind -> count
+	ops          map[string]int
+	skipped      map[string]int // drawn faults without a target when they came
+	failedStarts int
+	ticks        int
+	runs         int
+	counted      map[string]float64 // "replica|name|job" -> last value written
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -206,7 +208,9 @@ func (c *chaosRun) jobSpecs() []chaos.JobSpec {
 // startFleet starts every slot's first process and waits for a leader.
 func (c *chaosRun) startFleet() {
 	for _, s := range c.slots {
-		c.startSlot(s, 0)
+		if c.startSlot(s, 0) == nil {
+			c.t.Fatalf("slot %s: the first process did not start", s.letter)
+		}
 	}
 	c.f.WaitLeader(4 * ttl)
 	if c.store == "file" {
@@ -214,7 +218,10 @@ func (c *chaosRun) startFleet() {
 	}
 }
 
-// startSlot starts a new process in s with the given clock offset.
+// startSlot starts a new process in s with the given clock offset; nil
+// when it does not come up (a replica exits when it cannot reach its
+// store: the store is down or its link cut), and then, unless the slot
+// still has a live process, another try is scheduled.
 func (c *chaosRun) startSlot(s *slot, offset time.Duration) *Replica {
 	s.gen++
 	name := fmt.Sprintf("%s%d", s.letter, s.gen)
@@ -225,18 +232,40 @@ func (c *chaosRun) startSlot(s *slot, offset time.Duration) *Replica {
 	if offset != 0 {
 		opts = append(opts, WithEnv("ONETICK_TEST_CLOCK_OFFSET="+offset.String()))
 	}
-	if s.offset != 0 { // the skewed process is replaced
-		c.fault("skew", "end", s.r.Name, "replaced by "+name)
-	}
 	c.mu.Lock()
 	c.offsets[name] = offset
 	c.mu.Unlock()
-	r := c.f.Start(name, opts...)
-	s.r, s.offset = r, offset
+	r, err := c.f.TryStart(name, opts...)
+	if err != nil {
+		c.t.Logf("chaos: %v", firstLines(err.Error(), 3))
+		c.mu.Lock()
+		c.failedStarts++
+		c.mu.Unlock()
+		if !c.healing && (s.r == nil || !s.r.Alive()) {
+			c.later(time.Second, func() {
+				if s.r == nil || !s.r.Alive() {
+					c.startSlot(s, 0)
+				}
+			})
+		}
+		return nil
+	}
+	if s.offset != 0 && s.r != nil { // the skewed process is replaced
+		c.fault("skew", "end", s.r.Name, "replaced by "+name)
+	}
+	s.r, s.offset, s.stopped = r, offset, false
 	c.mu.Lock()
 	c.procs[r.cmd.Process.Pid] = name
 	c.mu.Unlock()
 	return r
+}
+
+func firstLines(s string, n int) string {
+	ls := strings.SplitN(s, "\n", n+1)
+	if len(ls) > n {
+		ls = ls[:n]
+	}
+	return strings.Join(ls, " | ")
 }
 
 // fault writes a fault event and counts its start.
@@ -283,6 +312,6 @@ func (c *chaosRun) summary(path string) string {
 	nf, faults := count(c.faults)
 	_, ops := count(c.ops)
 	ns, skipped := count(c.skipped)
-	return fmt.Sprintf("%-9s %d faults in %s (%s); %d drawn without a target (%s); ops: %s; %d ticks enqueued, %d runs finished; history %s",
-		c.store, nf, time.Since(c.started).Round(time.Second), faults, ns, skipped, ops, c.ticks, c.runs, path)
+	return fmt.Sprintf("%-9s %d faults in %s (%s); %d drawn without a target (%s); ops: %s; %d replica starts failed (store unreachable) and were retried; %d ticks enqueued, %d runs finished; history %s",
+		c.store, nf, time.Since(c.started).Round(time.Second), faults, ns, skipped, ops, c.failedStarts, c.ticks, c.runs, path)
 }

@@ -120,16 +120,23 @@ func (c *chaosRun) later(d time.Duration, do func()) {
 // heal runs every pending action now (restarts, resumes, heals) and
 // checks that every slot has a live process.
 func (c *chaosRun) heal() {
+	c.healing = true
 	for len(c.pending) > 0 {
 		p := c.pending[0]
 		c.pending = c.pending[1:]
 		p.do()
 	}
 	for _, s := range c.slots {
-		if s.r == nil || !s.r.Alive() {
-			c.startSlot(s, 0)
+		for try := 0; s.r == nil || !s.r.Alive(); try++ {
+			if try == 10 {
+				c.t.Fatalf("slot %s: no process would start after the faults healed", s.letter)
+			}
+			if c.startSlot(s, 0) == nil {
+				time.Sleep(time.Second)
+			}
 		}
 	}
+	c.healing = false
 }
 
 // leadsNow reports whether r leads by its own log, with the epoch.
@@ -190,7 +197,7 @@ func (c *chaosRun) inject(kind string, u [4]float64) bool {
 		s.stopped = false
 		restart := 200*time.Millisecond + time.Duration(u[2]*float64(3*time.Second))
 		c.later(restart, func() {
-			if s.r == r {
+			if !s.r.Alive() { // not restarted by another retry meanwhile
 				c.startSlot(s, 0)
 			}
 		})
@@ -233,6 +240,12 @@ func (c *chaosRun) inject(kind string, u [4]float64) bool {
 			c.fault("term", "start", old.Name, c.role(old))
 		}
 		nr := c.startSlot(s, off)
+		if nr == nil { // the replacement did not come up: the old process stays
+			if kind == "term" {
+				c.fault("term", "end", old.Name, "its replacement did not start (store unreachable): not stopped")
+			}
+			return true
+		}
 		if kind == "skew" {
 			c.fault("skew", "start", nr.Name, fmt.Sprintf("clock %s off (bound ±%s); replaces %s (%s), which gets SIGTERM", off, chaosMaxSkew, old.Name, c.role(old)))
 		}

@@ -120,8 +120,16 @@ func runChaos(t *testing.T, store string, nemesisSeed, runSeed int64, dur time.D
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer file.Close()
 	h := chaos.NewWriter(file)
+	// Runs last (cleanups run in reverse order): after the observers and
+	// the fleet stopped, so a failed run's history is complete too.
+	t.Cleanup(func() {
+		if err := h.Flush(); err != nil {
+			t.Errorf("writing the history %s: %v", path, err)
+		}
+		file.Close()
+		t.Logf("history: %s", path)
+	})
 	c := newChaosRun(t, store, h)
 	c.setup()
 	h.Add(chaos.Event{Kind: chaos.KindRun, Store: store, Seed: runSeed, Jobs: c.jobSpecs(), Bounds: &chaos.Bounds{
@@ -135,9 +143,6 @@ func runChaos(t *testing.T, store string, nemesisSeed, runSeed int64, dur time.D
 	// read everything a last time.
 	time.Sleep(chaosSettle)
 	c.finish()
-	if err := h.Flush(); err != nil {
-		t.Fatalf("writing the history %s: %v", path, err)
-	}
 	sum := c.summary(path)
 	t.Log(sum)
 	// TODO(lead): call chaos.Check on the history here once the checker
