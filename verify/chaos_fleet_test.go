@@ -153,6 +153,7 @@ type chaosRun struct {
 
 	mu           sync.Mutex
 	procs        map[int]string           // replica pid -> name, for run lines
+	up           []*Replica               // every process that came up (its Addr set)
 	offsets      map[string]time.Duration // replica name -> clock offset
 	stopped      map[string]bool          // replicas under SIGSTOP (not scraped)
 	faults       map[string]int           // fault kind -> count
@@ -256,6 +257,7 @@ func (c *chaosRun) startSlot(s *slot, offset time.Duration) *Replica {
 	s.r, s.offset, s.stopped = r, offset, false
 	c.mu.Lock()
 	c.procs[r.cmd.Process.Pid] = name
+	c.up = append(c.up, r)
 	c.mu.Unlock()
 	return r
 }

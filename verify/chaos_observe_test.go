@@ -254,11 +254,14 @@ var chaosCounters = []string{"scheduler_job_missed_ticks_total", "scheduler_job_
 
 // observeCounters scrapes every live replica that is not stopped.
 func (c *chaosRun) observeCounters() {
-	for _, r := range c.f.Live() {
+	c.mu.Lock()
+	up := append([]*Replica(nil), c.up...)
+	c.mu.Unlock()
+	for _, r := range up {
 		c.mu.Lock()
 		stopped := c.stopped[r.Name]
 		c.mu.Unlock()
-		if !stopped {
+		if r.Alive() && !stopped {
 			c.scrapeCounters(r)
 		}
 	}

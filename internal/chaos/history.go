@@ -77,7 +77,7 @@ type Event struct {
 	// leader, counter, missed
 	Replica    string    `json:"replica,omitempty"`
 	Epoch      int64     `json:"epoch,omitempty"`
-	TrustUntil time.Time `json:"trust_until,omitempty"`
+	TrustUntil time.Time `json:"trust_until,omitzero"`
 
 	// enqueue, run_start, run_end, missed, counter
 	Job     string `json:"job,omitempty"`
@@ -93,7 +93,7 @@ type Event struct {
 	TickKind string `json:"tick_kind,omitempty"`
 	// At is the store's time of the append (enqueue), when the entry id
 	// carries it (Redis stream ids, PostgreSQL's entry ids).
-	At time.Time `json:"at,omitempty"`
+	At time.Time `json:"at,omitzero"`
 
 	// counter
 	Name  string  `json:"name,omitempty"`
