@@ -362,10 +362,11 @@ func (c *chaosRun) operate(kind string, u [4]float64) bool {
 		e.Tick = fmt.Sprintf("chaos-%d", n)
 		body = map[string]string{"key": e.Tick, "who": "chaos"}
 	} else {
-		// A range that mostly fired already (each slot must be refused as
-		// a duplicate), sometimes reaching into a gap.
-		to := time.Now().Add(-time.Duration(2+u[2]*20) * time.Second).Truncate(time.Second)
-		from := to.Add(-time.Duration(1+u[3]*10) * time.Second)
+		// A range that fired already, sometimes reaching into a gap:
+		// slots still within their record's retention (3 intervals) must
+		// be refused as duplicates, older ones are enqueued again (README).
+		to := time.Now().Add(-time.Duration(u[2] * float64(20*time.Second))).Truncate(time.Second)
+		from := to.Add(-time.Duration(u[3]*8) * time.Second)
 		e.Slot = from.UnixMilli()
 		body = map[string]any{"from": from.UTC().Format(time.RFC3339), "to": to.UTC().Format(time.RFC3339), "who": "chaos"}
 		e.Note = from.UTC().Format(time.RFC3339) + " .. " + to.UTC().Format(time.RFC3339) + ": "

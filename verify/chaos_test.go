@@ -133,7 +133,7 @@ func runChaos(t *testing.T, store string, nemesisSeed, runSeed int64, dur time.D
 	c := newChaosRun(t, store, h)
 	c.setup()
 	h.Add(chaos.Event{Kind: chaos.KindRun, Store: store, Seed: runSeed, Jobs: c.jobSpecs(), Bounds: &chaos.Bounds{
-		MaxSkew: chaosMaxSkew, Settle: chaosSettle, AsyncLoss: c.asyncLoss,
+		MaxSkew: chaosMaxSkew, Settle: chaosSettle, AsyncLoss: c.asyncLoss, TickRetention: 3 * interval,
 	}, Note: fmt.Sprintf("nemesis seed %d (the run's seed mixed with the store name), duration %s, %d replica(s)", nemesisSeed, dur, c.nReplicas)})
 	c.startObservers()
 	c.startFleet()
