@@ -139,6 +139,11 @@ type chaosRun struct {
 	via          func(addr string) StartOpt
 	storeKill    func()
 	storeRestart func()
+	// failover fails a Redis topology's primary over (u draws how) and
+	// waits until the topology is whole again; nil for other stores.
+	failover func(u float64) (target, note string)
+	// streamKey is a job's stream key (default streamOf).
+	streamKey func(job string) string
 	nReplicas    int
 	asyncLoss    bool
 	runLog       string
@@ -173,7 +178,7 @@ func newChaosRun(t *testing.T, store string, h *chaos.Writer) *chaosRun {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &chaosRun{t: t, store: store, h: h, procs: map[int]string{}, offsets: map[string]time.Duration{},
 		stopped: map[string]bool{}, faults: map[string]int{}, ops: map[string]int{}, skipped: map[string]int{}, counted: map[string]float64{},
-		ctx: ctx, cancel: cancel}
+		ctx: ctx, cancel: cancel, streamKey: streamOf}
 	return c
 }
 

@@ -48,6 +48,7 @@ var nemesisKinds = []nemesisKind{
 	{"partition", 3, func(c *chaosRun) bool { return c.target != "" }},
 	{"latency", 2, func(c *chaosRun) bool { return c.target != "" }},
 	{"store-kill", 1, func(c *chaosRun) bool { return c.storeKill != nil }},
+	{"failover", 2, func(c *chaosRun) bool { return c.failover != nil }},
 	{"worker-kill", 2, nil},
 	{"trigger", 2, nil},
 	{"backfill", 1, nil},
@@ -297,6 +298,11 @@ func (c *chaosRun) inject(kind string, u [4]float64) bool {
 			c.storeDown = false
 			c.fault(kind, "end", "store", "restarted")
 		})
+	case "failover":
+		// Blocks the nemesis until the topology is whole again (up to
+		// minutes): the pending restarts and heals wait meanwhile.
+		target, note := c.failover(u[2])
+		c.fault("failover", "end", target, note)
 	case "trigger", "backfill":
 		return c.operate(kind, u)
 	default:

@@ -124,7 +124,7 @@ func (c *chaosRun) readStream(job string) ([]onetick.TickRecord, error) {
 	defer cancel()
 	switch {
 	case c.f.pg != nil:
-		return c.f.pg.ReadStream(ctx, streamOf(job), 0)
+		return c.f.pg.ReadStream(ctx, c.streamKey(job), 0)
 	case c.f.filePath != "":
 		c.f.mu.Lock()
 		b := c.f.file
@@ -132,9 +132,9 @@ func (c *chaosRun) readStream(job string) ([]onetick.TickRecord, error) {
 		if b == nil {
 			return nil, fmt.Errorf("file store not open yet")
 		}
-		return b.Stream(ctx, streamOf(job))
+		return b.Stream(ctx, c.streamKey(job))
 	default:
-		return c.f.backend.ReadStream(ctx, streamOf(job), 0)
+		return c.f.backend.ReadStream(ctx, c.streamKey(job), 0)
 	}
 }
 
