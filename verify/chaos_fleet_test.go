@@ -144,11 +144,11 @@ type chaosRun struct {
 	failover func(u float64) (target, note string)
 	// streamKey is a job's stream key (default streamOf).
 	streamKey func(job string) string
-	nReplicas    int
-	asyncLoss    bool
-	runLog       string
-	started      time.Time
-	from         int64
+	nReplicas int
+	asyncLoss bool
+	runLog    string
+	started   time.Time
+	from      int64
 
 	slots     []*slot
 	obs       *observerState
