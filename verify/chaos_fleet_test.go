@@ -65,7 +65,7 @@ func chaosYAML(out string) string {
 	var b strings.Builder
 	b.WriteString(y)
 	for _, j := range chaosJobs {
-		fmt.Fprintf(&b, "  - name: %s\n    schedule: \"@every 1s\"\n    prefer: %s\n    stream: %s\n", j.name, j.prefer, streamOf(j.name))
+		fmt.Fprintf(&b, "  - name: %s\n    schedule: \"@every 1s\"\n    prefer: %s\n    stream: %q\n", j.name, j.prefer, streamOf(j.name))
 		if j.grace > 0 {
 			fmt.Fprintf(&b, "    grace: %s\n", j.grace)
 		}

@@ -102,7 +102,7 @@ func clusterChaos(c *chaosRun, yaml, mode string) {
 	co := cl.ClusterOptions()
 	co.ClusterStateReloadInterval = time.Second // as onetick's own client
 	// The streams in onetick's hash slot, with its other keys.
-	yaml = strings.ReplaceAll(yaml, "stream: "+prefix+":", "stream: "+tagged+":")
+	yaml = strings.ReplaceAll(yaml, `stream: "`+prefix+":", `stream: "`+tagged+":")
 	c.f = NewFleetOn(c.t, "chaos cluster "+mode, onBackend(yaml, backend), goredis.NewClusterClient(co), tagged)
 	c.nReplicas = 3
 	c.asyncLoss = mode == "async"
