@@ -73,4 +73,4 @@ soak: deps
 # make chaos SEED=42 DURATION=10m STORES=redis,postgres HISTORY=/tmp/h
 chaos: deps
 	ONETICK_CHAOS_SEED=$(SEED) ONETICK_CHAOS_DURATION=$(DURATION) ONETICK_CHAOS_STORES=$(STORES) \
-	ONETICK_CHAOS_HISTORY=$(HISTORY) $(GO) test -tags 'verify chaos' -count=1 -timeout 0 -v -run TestChaos ./verify/
+	ONETICK_CHAOS_HISTORY=$(HISTORY) $(GO) test -race -tags 'verify chaos' -count=1 -timeout 0 -v -run TestChaos ./verify/
