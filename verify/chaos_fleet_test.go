@@ -285,13 +285,24 @@ func (c *chaosRun) fault(kind, phase, target, note string) {
 	}
 }
 
-// kill scrapes r's counters, kills it with SIGKILL and writes that it no
-// longer leads (a killed process logs nothing).
+// kill kills r with SIGKILL (scraping its counters first unless it is
+// stopped: a stopped process answers nothing, and a SIGCONT would let it
+// run again before it dies) and writes that it no longer leads (a killed
+// process logs nothing).
 func (c *chaosRun) kill(r *Replica) {
-	c.scrapeCounters(r)
-	_ = r.Signal(syscall.SIGCONT) // a stopped process dies as well, but its stop ends here
+	c.mu.Lock()
+	stopped := c.stopped[r.Name]
+	c.mu.Unlock()
+	if !stopped {
+		c.scrapeCounters(r)
+	}
 	e, leads := leadsNow(r)
-	c.f.Kill(r)
+	if err := r.Signal(syscall.SIGKILL); err != nil {
+		c.t.Fatalf("kill %s: %v", r.Name, err)
+	}
+	if !r.WaitExit(10 * time.Second) {
+		c.t.Fatalf("%s still running 10s after SIGKILL", r.Name)
+	}
 	if leads {
 		c.h.Add(chaos.Event{Kind: chaos.KindLeader, Phase: "lost", Replica: r.Name, Epoch: e, Note: "killed (SIGKILL): it logs nothing more"})
 	}
