@@ -46,6 +46,7 @@ fuzz:
 	$(GO) test -run xxx -fuzz FuzzParseSecret -fuzztime 30s ./executor/webhook/
 	$(GO) test -run xxx -fuzz FuzzVerify -fuzztime 30s ./executor/webhook/
 	$(GO) test -run xxx -fuzz FuzzParseRetryAfter -fuzztime 30s ./executor/
+	$(GO) test -run xxx -fuzz FuzzRead -fuzztime 30s ./internal/chaos/
 	$(GO) test -run xxx -fuzz FuzzQuery -fuzztime 30s ./internal/web/
 	$(GO) test -run xxx -fuzz FuzzAPIBody -fuzztime 60s -fuzzminimizetime 5s ./internal/cli/
 

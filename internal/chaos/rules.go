@@ -1,0 +1,91 @@
+// # The checker
+//
+// Check judges a history by the rules below and returns a Report: the
+// violations, each with the window of history around it, the documented
+// cases (allowed by a row of the README's guarantees, counted apart) and
+// the totals. The command `go run ./internal/chaos/cmd/check FILE` prints
+// it (exit 0: no violation, 1: violations, 2: a bad file). docs/chaos.md
+// says the same for a reader of the repository.
+//
+// Events are judged in time order (T; equal times keep the file's order).
+// A scheduled or backfilled tick is identified by job and slot (a run's
+// or enqueue's Job and Slot, or read from a tick id "job:slot"), a
+// trigger's by its tick id (TickKind "trigger", or any id not of the form
+// "job:slot"). A slot counts as fired by the scheduler only through an
+// enqueue without TickKind: a backfill fills no gap for the checks below. A job's expected slots are From, From+Every, ... up to the end
+// event's T minus Bounds.Settle. A store failover fault is a fault named
+// failover, store-kill or store-restart; a fault is active from its start
+// to its end event (an instantaneous one, or one never ended other than
+// stop, partition, latency, skew and failover, only at its start).
+//
+// enqueued_twice: two enqueue events of the same tick with different
+// entries (or without an Entry: two events without one are two
+// observations). The same entry seen again is one observation. A
+// backfill that enqueues a slot the scheduler fired is one too. Under
+// Bounds.AsyncLoss, a second enqueue when a store failover fault was
+// active between the two is documented (an acknowledged claim lost with
+// the old primary), not a violation.
+//
+// run_twice: each run_start of a tick after its first is judged against
+// the earlier ones. After a run_end with OK=true of the tick it is a
+// violation, unless a fault kill9, worker-kill, term, stop or partition
+// targeting that run's worker (see below) was active between that run's
+// start and DoneGrace (1s) after its end: the README's first case, the
+// side effect done and the worker killed or cut off before its done
+// record (a run_end is the handler's or command's end, not the record;
+// listed as documented, counted in Totals.Reruns). Otherwise each
+// earlier run must have ended (a run_end, OK false or absent, of the same
+// worker, and the same PID and attempt where both give them) before it
+// started: that is a retry. An earlier run still open is allowed only when
+// a fault kill9, worker-kill, term, stop or partition whose Target is that
+// run's Worker (or its PID, as "N" or "pid:N") was active between the two
+// starts: the README's case of a worker killed, cut off or stalled mid-run
+// (counted as Totals.Reruns), or, under AsyncLoss, when the tick was
+// enqueued twice across a failover (documented) and a store failover fault
+// was active between the two starts. Anything else is a violation.
+//
+// never_run: each expected slot of a prefer: duplicate job must have a
+// run_start (a job with Run; and, when the slot was enqueued at all, a
+// scheduled enqueue) or a scheduled enqueue (a job without). Consecutive
+// missing slots are one finding. Under AsyncLoss, missing slots with a
+// store failover fault active between the first one's due time minus
+// MaxSkew and the last one's plus Settle are documented.
+//
+// missed_uncounted: for a prefer: missed job, the uncovered slots are its
+// expected slots without an enqueue and without a missed event of that
+// job and slot. The job's counted total comes from the counter events
+// with that Job and Name scheduler_job_missed_ticks_total or
+// scheduler_missed_ticks_total: each is a replica's cumulative value, so
+// per (name, replica, job) the checker adds each increase over the
+// previous value; a value below the previous one, or a kill9, worker-kill
+// or term fault targeting the replica between the two, starts a new
+// process life counted from zero. The job's total is the larger of the
+// two names' sums over all replicas. The rule: uncovered ≤ counted. The counters may count more (a replica can
+// count a slot another leader fired), never less. Under AsyncLoss, when
+// uncovered minus the uncovered slots due near a store failover (as for
+// never_run) ≤ counted, the shortfall is documented.
+//
+// trust_overlap: a replica trusts its lease from a leader "acquired"
+// event's T until its TrustUntil, moved by each "renewed" event's
+// TrustUntil; its trust ends at its "lost" event, a kill9 or worker-kill
+// fault targeting it (the process is gone), its next "acquired", or its
+// TrustUntil, whichever is first (a
+// renewal after the TrustUntil had passed starts a new term; a term
+// without TrustUntil lasts until one of the others, or the end). Two terms
+// of different replicas that overlap by more than Bounds.MaxSkew are a
+// violation: the slack allows for TrustUntil being read on a replica's
+// clock, which the run skews by at most MaxSkew, while T is the runner's.
+// Under AsyncLoss an overlap during a store failover fault is documented
+// (the README: two replicas can both believe they lead across a failover;
+// the stale one's claims are fenced).
+//
+// epoch_backwards: the leader "acquired" events that carry an epoch, in
+// time order: each epoch must exceed every earlier one, or equal the
+// highest so far when the same replica acquired it (leadership kept). An
+// acquired event without an epoch is not compared.
+//
+// history: no run event, no end event, a second run event, a job without
+// a name, period (at least 1ms) or first slot, a prefer other than missed
+// or duplicate, an enqueue without job and slot or tick id. A history
+// the checker cannot judge fails.
+package chaos
