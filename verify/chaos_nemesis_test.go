@@ -273,7 +273,7 @@ func (c *chaosRun) inject(kind string, u [4]float64) bool {
 			s.proxy.SetMode(mode)
 		} else {
 			delay := 20*time.Millisecond + time.Duration(u[3]*float64(400*time.Millisecond)).Round(time.Millisecond)
-			note = fmt.Sprintf("%s, %s each way", c.role(r), delay)
+			note = fmt.Sprintf("%s, %s each way; its connections reset, so they are set up again over the slow link", c.role(r), delay)
 			c.fault(kind, "start", r.Name, note)
 			s.proxy.SetDelay(delay)
 			s.proxy.Reset() // the connections are set up again over the slow link

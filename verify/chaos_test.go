@@ -145,7 +145,32 @@ func runChaos(t *testing.T, store string, nemesisSeed, runSeed int64, dur time.D
 	c.finish()
 	sum := c.summary(path)
 	t.Log(sum)
-	// TODO(lead): call chaos.Check on the history here once the checker
-	// (branch chaos-check) is merged, and fail the test on violations.
-	return sum
+	verdict := checkHistory(t, h, path)
+	return sum + "\n          checker: " + verdict
+}
+
+// checkHistory flushes the history, judges it with chaos.Check, prints
+// the report and fails the test on a violation; it returns the verdict.
+func checkHistory(t *testing.T, h *chaos.Writer, path string) string {
+	if err := h.Flush(); err != nil {
+		t.Fatalf("writing the history %s: %v", path, err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	events, err := chaos.Read(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	rep := chaos.Check(events)
+	if err := rep.Print(os.Stdout, chaos.PrintOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	verdict := fmt.Sprintf("%d violations, %d documented cases", len(rep.Violations), len(rep.Documented))
+	if !rep.OK() {
+		t.Errorf("the checker finds %d violations in %s (go run ./internal/chaos/cmd/check -v %s)", len(rep.Violations), path, path)
+	}
+	return verdict
 }
