@@ -163,7 +163,10 @@ func (c *chaosRun) observeStreams(st *observerState) {
 				e.Slot = 0
 			}
 			if r.ID != "" {
+				// The store's clock is the machine's: the append's time is
+				// the event's (the observation comes up to 600ms later).
 				e.At = entryTime(r.ID)
+				e.T = e.At
 			}
 			c.h.Add(e)
 			c.mu.Lock()
