@@ -9,6 +9,7 @@ package verify
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -54,9 +55,10 @@ var chaosJobs = []chaosJob{
 }
 
 // chaosRunCommand appends "start|done job slot_ms tick attempt pid
-// replica_pid unix_ns" to $OUT; the replica's pid is the parent of the
-// command's supervisor ($PPID).
-const chaosRunCommand = `S=$ONETICK_SLOT_MS; [ -n "$S" ] || S=0; L="$ONETICK_JOB $S $ONETICK_TICK $ONETICK_ATTEMPT $$ $(cut -d" " -f4 /proc/$PPID/stat)"; echo "start $L $(date +%%s%%N)" >> "$OUT"; sleep 0.3; echo "done $L $(date +%%s%%N)" >> "$OUT"`
+// replica unix_ns" to $OUT. The replica's name is the last element of
+// $TMPDIR, which a command inherits from its replica (startSlot gives each
+// process its own): unlike the parent pid, it survives the replica's death.
+const chaosRunCommand = `S=$ONETICK_SLOT_MS; [ -n "$S" ] || S=0; L="$ONETICK_JOB $S $ONETICK_TICK $ONETICK_ATTEMPT $$ $(basename "$TMPDIR")"; echo "start $L $(date +%%s%%N)" >> "$OUT"; sleep 0.3; echo "done $L $(date +%%s%%N)" >> "$OUT"`
 
 // chaosYAML is the run's configuration (on Redis: setups for other stores
 // replace its backend section); runs write to out.
@@ -147,6 +149,7 @@ type chaosRun struct {
 	nReplicas int
 	asyncLoss bool
 	runLog    string
+	procDir   string // a TMPDIR per process, named after it
 	started   time.Time
 	from      int64
 
@@ -157,7 +160,6 @@ type chaosRun struct {
 	healing   bool
 
 	mu           sync.Mutex
-	procs        map[int]string           // replica pid -> name, for run lines
 	up           []*Replica               // every process that came up (its Addr set)
 	offsets      map[string]time.Duration // replica name -> clock offset
 	stopped      map[string]bool          // replicas under SIGSTOP (not scraped)
@@ -176,14 +178,15 @@ type chaosRun struct {
 
 func newChaosRun(t *testing.T, store string, h *chaos.Writer) *chaosRun {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &chaosRun{t: t, store: store, h: h, procs: map[int]string{}, offsets: map[string]time.Duration{},
+	c := &chaosRun{t: t, store: store, h: h, offsets: map[string]time.Duration{},
 		stopped: map[string]bool{}, faults: map[string]int{}, ops: map[string]int{}, skipped: map[string]int{}, counted: map[string]float64{},
 		ctx: ctx, cancel: cancel, streamKey: streamOf}
 	return c
 }
 
 func (c *chaosRun) setup() {
-	c.runLog = filepath.Join(c.t.TempDir(), "runs.log")
+	dir := c.t.TempDir()
+	c.runLog, c.procDir = filepath.Join(dir, "runs.log"), filepath.Join(dir, "proc")
 	chaosStoreSetups[c.store](c, chaosYAML(c.runLog))
 	// Registered after the fleet's cleanup: runs before it, so the
 	// observers stop reading before the store goes away.
@@ -238,6 +241,11 @@ func (c *chaosRun) startSlot(s *slot, offset time.Duration) *Replica {
 	if offset != 0 {
 		opts = append(opts, WithEnv("ONETICK_TEST_CLOCK_OFFSET="+offset.String()))
 	}
+	tmp := filepath.Join(c.procDir, name)
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	opts = append(opts, WithEnv("TMPDIR="+tmp))
 	c.mu.Lock()
 	c.offsets[name] = offset
 	c.mu.Unlock()
@@ -261,7 +269,6 @@ func (c *chaosRun) startSlot(s *slot, offset time.Duration) *Replica {
 	}
 	s.r, s.offset, s.stopped = r, offset, false
 	c.mu.Lock()
-	c.procs[r.cmd.Process.Pid] = name
 	c.up = append(c.up, r)
 	c.mu.Unlock()
 	return r

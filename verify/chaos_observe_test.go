@@ -200,7 +200,7 @@ func (c *chaosRun) observeRuns(st *observerState) {
 	}
 }
 
-// runLine parses "start|done job slot_ms tick attempt pid replica_pid
+// runLine parses "start|done job slot_ms tick attempt pid replica
 // unix_ns" into a run event.
 func (c *chaosRun) runLine(st *observerState, l string) {
 	f := strings.Fields(l)
@@ -210,16 +210,10 @@ func (c *chaosRun) runLine(st *observerState, l string) {
 	slotMS, _ := strconv.ParseInt(f[2], 10, 64)
 	attempt, _ := strconv.Atoi(f[4])
 	pid, _ := strconv.Atoi(f[5])
-	rpid, _ := strconv.Atoi(f[6])
+	worker := f[6]
 	ns, err := strconv.ParseInt(f[7], 10, 64)
 	if err != nil {
 		return
-	}
-	c.mu.Lock()
-	worker := c.procs[rpid]
-	c.mu.Unlock()
-	if worker == "" {
-		worker = "pid " + f[6]
 	}
 	at := time.Unix(0, ns)
 	e := chaos.Event{T: at, Kind: chaos.KindRunStart, Job: f[1], Slot: slotMS, Tick: f[3], Attempt: attempt, Worker: worker, PID: pid}
