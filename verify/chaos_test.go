@@ -132,11 +132,15 @@ func runChaos(t *testing.T, store string, nemesisSeed, runSeed int64, dur time.D
 	})
 	c := newChaosRun(t, store, h)
 	c.setup()
-	h.Add(chaos.Event{Kind: chaos.KindRun, Store: store, Seed: runSeed, Jobs: c.jobSpecs(), Bounds: &chaos.Bounds{
+	// The fleet starts before the history opens (its first slot expected
+	// depends on when it first leads); the run event is dated at the
+	// setup, and the observers then read the logs and streams from their
+	// beginning.
+	c.startFleet()
+	h.Add(chaos.Event{T: c.started, Kind: chaos.KindRun, Store: store, Seed: runSeed, Jobs: c.jobSpecs(), Bounds: &chaos.Bounds{
 		MaxSkew: chaosMaxSkew, Settle: chaosSettle, AsyncLoss: c.asyncLoss, TickRetention: 3 * interval,
 	}, Note: fmt.Sprintf("nemesis seed %d (the run's seed mixed with the store name), duration %s, %d replica(s)", nemesisSeed, dur, c.nReplicas)})
 	c.startObservers()
-	c.startFleet()
 	c.nemesis(nemesisSeed, dur)
 	c.heal()
 	// Let every store outcome settle (catch-ups, taken-over runs), then
