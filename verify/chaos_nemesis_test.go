@@ -54,19 +54,49 @@ var nemesisKinds = []nemesisKind{
 	{"backfill", 1, nil},
 }
 
-// nemesis draws faults for dur.
-func (c *chaosRun) nemesis(seed int64, dur time.Duration) {
-	rng := rand.New(rand.NewSource(seed))
-	var kinds []nemesisKind
-	total := 0
+// schedule is the nemesis's seeded draws: for a seed and a store's kinds,
+// always the same sequence of gaps, faults and their values.
+type schedule struct {
+	rng   *rand.Rand
+	kinds []nemesisKind
+	total int
+}
+
+func newSchedule(seed int64, c *chaosRun) *schedule {
+	s := &schedule{rng: rand.New(rand.NewSource(seed))}
 	for _, k := range nemesisKinds {
 		if k.ok == nil || k.ok(c) {
-			kinds = append(kinds, k)
-			total += k.weight
+			s.kinds = append(s.kinds, k)
+			s.total += k.weight
 		}
 	}
+	return s
+}
+
+// gap is the time to the next draw: 0.5s to 4s.
+func (s *schedule) gap() time.Duration {
+	return 500*time.Millisecond + time.Duration(s.rng.Int63n(int64(3500*time.Millisecond)))
+}
+
+// fault draws a fault and its four values (targets, durations, offsets:
+// inject reads what it needs; all four are drawn whatever the fault).
+func (s *schedule) fault() (string, [4]float64) {
+	w := s.rng.Intn(s.total)
+	var k nemesisKind
+	for _, k = range s.kinds {
+		if w < k.weight {
+			break
+		}
+		w -= k.weight
+	}
+	return k.name, [4]float64{s.rng.Float64(), s.rng.Float64(), s.rng.Float64(), s.rng.Float64()}
+}
+
+// nemesis draws faults for dur.
+func (c *chaosRun) nemesis(seed int64, dur time.Duration) {
+	sch := newSchedule(seed, c)
 	end := time.Now().Add(dur)
-	next := time.Now().Add(nemesisGap(rng))
+	next := time.Now().Add(sch.gap())
 	for {
 		now := time.Now()
 		if len(c.pending) > 0 && !c.pending[0].at.After(now) {
@@ -79,21 +109,13 @@ func (c *chaosRun) nemesis(seed int64, dur time.Duration) {
 			return
 		}
 		if !now.Before(next) {
-			w := rng.Intn(total)
-			var k nemesisKind
-			for _, k = range kinds {
-				if w < k.weight {
-					break
-				}
-				w -= k.weight
-			}
-			u := [4]float64{rng.Float64(), rng.Float64(), rng.Float64(), rng.Float64()}
-			if !c.inject(k.name, u) {
+			kind, u := sch.fault()
+			if !c.inject(kind, u) {
 				c.mu.Lock()
-				c.skipped[k.name]++
+				c.skipped[kind]++
 				c.mu.Unlock()
 			}
-			next = time.Now().Add(nemesisGap(rng))
+			next = time.Now().Add(sch.gap())
 			continue
 		}
 		wake := next
@@ -105,11 +127,6 @@ func (c *chaosRun) nemesis(seed int64, dur time.Duration) {
 		}
 		time.Sleep(time.Until(wake))
 	}
-}
-
-// nemesisGap is the time to the next draw: 0.5s to 4s.
-func nemesisGap(rng *rand.Rand) time.Duration {
-	return 500*time.Millisecond + time.Duration(rng.Int63n(int64(3500*time.Millisecond)))
 }
 
 // later schedules do after d.
