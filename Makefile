@@ -6,7 +6,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/sbin:/usr/bin
 
-.PHONY: test deps vet unit alerts-test run demo bench verify soak fuzz build
+.PHONY: test deps vet unit alerts-test run demo bench verify soak fuzz build chaos
 
 test: deps vet unit alerts-test
 
@@ -69,3 +69,10 @@ verify: deps
 # The same with the long steady-state run.
 soak: deps
 	ONETICK_VERIFY_STEADY=10m $(GO) test -tags verify -count=1 -timeout 60m -v ./verify/
+
+# The chaos run (issue 22): a seeded nemesis against three replicas on each
+# store in turn; a history per store (JSON lines) for the checker.
+# make chaos SEED=42 DURATION=10m STORES=redis,postgres HISTORY=/tmp/h
+chaos: deps
+	ONETICK_CHAOS_SEED=$(SEED) ONETICK_CHAOS_DURATION=$(DURATION) ONETICK_CHAOS_STORES=$(STORES) \
+	ONETICK_CHAOS_HISTORY=$(HISTORY) $(GO) test -race -tags 'verify chaos' -count=1 -timeout 0 -v -run TestChaos ./verify/

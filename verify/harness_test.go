@@ -574,6 +574,18 @@ func WithRedisURL(url string) StartOpt { return func(o *startOpts) { o.redisURL 
 // Start starts a replica and waits until its HTTP server listens.
 func (f *Fleet) Start(name string, opts ...StartOpt) *Replica {
 	f.t.Helper()
+	r, err := f.TryStart(name, opts...)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return r
+}
+
+// TryStart is Start returning an error instead of failing the test when
+// the process does not come up (the chaos run starts replicas while the
+// store is down, and a replica exits when it cannot reach its store).
+func (f *Fleet) TryStart(name string, opts ...StartOpt) (*Replica, error) {
+	f.t.Helper()
 	var o startOpts
 	if f.Redis != nil {
 		o.redisURL = f.Redis.URL()
@@ -590,11 +602,11 @@ func (f *Fleet) Start(name string, opts ...StartOpt) *Replica {
 	cmd.Stdout = io.Discard
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		f.t.Fatal(err)
+		return nil, err
 	}
 	r := &Replica{Name: name, cmd: cmd, bus: f.bus, exited: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
-		f.t.Fatalf("starting %s: %v", name, err)
+		return nil, fmt.Errorf("starting %s: %v", name, err)
 	}
 	f.mu.Lock()
 	f.replicas = append(f.replicas, r)
@@ -630,10 +642,11 @@ func (f *Fleet) Start(name string, opts ...StartOpt) *Replica {
 		return found || !r.Alive()
 	})
 	if !ok || l.Str("addr") == "" {
-		f.t.Fatalf("%s did not start (exited: %v, code %d); log:\n%s", name, !r.Alive(), r.ExitCode(), rawLines(r.Lines()))
+		_ = r.Signal(syscall.SIGKILL) // a process that never listened is not left running
+		return nil, fmt.Errorf("%s did not start (exited: %v, code %d); log:\n%s", name, !r.Alive(), r.ExitCode(), rawLines(r.Lines()))
 	}
 	r.Addr = l.Str("addr")
-	return r
+	return r, nil
 }
 
 func rawLines(ls []LogLine) string {

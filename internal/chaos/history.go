@@ -132,6 +132,11 @@ type Bounds struct {
 	// enqueued twice across such a failover is reported as the documented
 	// limit, not a violation.
 	AsyncLoss bool `json:"async_loss,omitempty"`
+	// TickRetention is how long a scheduled tick's record is kept (three
+	// intervals of its job, README): a backfill (TickKind "backfill") of
+	// a slot enqueued longer ago than that enqueues it again, as
+	// documented; within it the backfill is refused as a duplicate.
+	TickRetention time.Duration `json:"tick_retention,omitempty"`
 }
 
 // Writer appends events to a history, one JSON line each, safe for
