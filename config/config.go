@@ -39,7 +39,11 @@ type File struct {
 	Lease   Lease   `yaml:"lease"`
 	HTTP    HTTP    `yaml:"http"`
 	// Role is what each replica does: both (default), scheduler or worker.
-	Role    string  `yaml:"role"`
+	Role string `yaml:"role"`
+	// Shards is how many shards the jobs are spread over (1 to 256,
+	// default 1; docs/shards.md). Read and validated, not yet used by the
+	// engine: every replica still leads all jobs as one shard.
+	Shards  int     `yaml:"shards"`
 	Worker  Worker  `yaml:"worker"`
 	Metrics Metrics `yaml:"metrics"`
 	// Ledger bounds the run ledger.
@@ -70,7 +74,7 @@ type File struct {
 var jobsFileKeys = []string{"jobs"}
 
 // topKeys are the top-level keys of a configuration file, the sections.
-var topKeys = []string{"backend", "lease", "http", "role", "worker", "metrics", "ledger", "deadlines", "tracing", "relays", "jobs"}
+var topKeys = []string{"backend", "lease", "http", "role", "shards", "worker", "metrics", "ledger", "deadlines", "tracing", "relays", "jobs"}
 
 // top walks the root mapping.
 func (p *parser) top(root *yaml.Node) {
@@ -106,6 +110,7 @@ func (p *parser) top(root *yaml.Node) {
 	ttl := p.lease(sec["lease"])
 	p.http(sec["http"])
 	p.role(sec["role"])
+	p.shards(sec["shards"], sec["backend"])
 	p.worker(sec["worker"])
 	p.relays(sec["relays"]) // before the jobs, which name its connections
 	p.jobs(sec["jobs"], prefix, ttl)

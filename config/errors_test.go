@@ -45,7 +45,7 @@ var errCases = []errCase{
 	{name: "top level not a mapping", yaml: "- name: a\n",
 		want: []want{{1, "", "the top level must be a mapping"}}},
 	{name: "unknown top-level field", yaml: "lease:\n  ttl: 15s\ncolour: red\n",
-		want: []want{{3, "colour", "unknown field (expected one of: backend, lease, http, role, worker, metrics, ledger, deadlines, tracing, relays, jobs)"}}},
+		want: []want{{3, "colour", "unknown field (expected one of: backend, lease, http, role, shards, worker, metrics, ledger, deadlines, tracing, relays, jobs)"}}},
 	{name: "unknown top-level field with suggestion", yaml: "job:\n  - name: a\n",
 		want: []want{{1, "job", `unknown field (did you mean "jobs"?)`}}},
 	{name: "unknown nested field", yaml: "backend:\n  redis:\n    url: redis://h:6379\n    tls:\n      enable: true\n",

@@ -111,6 +111,13 @@ func TestValidateAgreesWithRun(t *testing.T) {
 			bad: "bad.yaml:5: backend.redis.sentinel.addrs[0]: want host:port, got \"xxxxx@127.0.0.1:1\""},
 		{name: "missing CA file", config: "backend:\n  redis:\n    url: rediss://127.0.0.1:1\n    tls: {ca_file: /nonexistent/ca.pem}\njobs: []\n",
 			bad: "backend.redis.tls.ca_file: cannot read /nonexistent/ca.pem"},
+		{name: "shards on the default file store", config: "shards: 2\njobs: []\n",
+			bad: "bad.yaml:1: shards: 2 shards need a shared store"},
+		{name: "shards on the file store named", config: "backend:\n  file: {path: x.db}\nshards: 3\njobs: []\n",
+			bad: "bad.yaml:3: shards: 3 shards need a shared store (backend.redis, backend.postgres or backend.memory): backend.file at line 2 is the file store"},
+		{name: "shards on the in-process store", config: "backend: {memory: {}}\nshards: 2\njobs: []\n"},
+		{name: "shards on a Redis given by ONETICK_REDIS_URL", config: "backend: {}\nshards: 2\njobs: []\n",
+			env: []string{"ONETICK_REDIS_URL=redis://127.0.0.1:1/0?dial_timeout=1s"}},
 		{name: "bad schedule", config: "jobs:\n  - {name: a, schedule: '61 * * * *'}\n", bad: "bad.yaml:2: jobs[0] (a).schedule"},
 	}
 	for _, tc := range cases {

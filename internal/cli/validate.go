@@ -77,6 +77,11 @@ func check(path string, o overrides, env Env) (*checked, error) {
 		if c.statePath, c.mem, err = stores.Embedded(f, o.data, o.inMemory, env.Getenv); err != nil {
 			return nil, storeErr(err)
 		}
+		if !c.mem {
+			if err := f.FileStoreShards(); err != nil {
+				return nil, usageError{err}
+			}
+		}
 		if c.mem && f.Role != config.RoleBoth {
 			return nil, badInput("--role %s: the in-process store lives inside its one replica, which must both schedule and work", f.Role)
 		}
