@@ -41,8 +41,8 @@ type File struct {
 	// Role is what each replica does: both (default), scheduler or worker.
 	Role string `yaml:"role"`
 	// Shards is how many shards the jobs are spread over (1 to 256,
-	// default 1; docs/shards.md). Read and validated, not yet used by the
-	// engine: every replica still leads all jobs as one shard.
+	// default 1; docs/shards.md). Read and validated; above 1 refused by
+	// ShardsNotBuilt until the engine schedules per shard.
 	Shards  int     `yaml:"shards"`
 	Worker  Worker  `yaml:"worker"`
 	Metrics Metrics `yaml:"metrics"`

@@ -76,7 +76,7 @@
 //	  max_connections: 128     # default 128: served at once, more wait
 //	role: both                 # both (default), scheduler or worker: what this replica does
 //	shards: 1                  # default 1 (1 to 256): shards the jobs are spread over (docs/shards.md);
-//	                           # above 1 not with the file store; read, not yet used by the engine
+//	                           # above 1 refused until the engine schedules per shard (issue 23)
 //	worker:                    # the worker half: runs the jobs that have a run block
 //	  group: onetick           # default onetick: the workers' group in the store; no spaces
 //	  concurrency: 10          # default 10 (at most 10000): runs at once

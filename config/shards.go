@@ -74,3 +74,15 @@ func (f *File) FileStoreShards() error {
 	return Errors{{File: f.Path, Line: f.line("shards", 0), Field: "shards",
 		Msg: fileStoreShards(f.Shards, "no shared store is given (backend, --redis, ONETICK_REDIS_URL), so it is the file store")}}
 }
+
+// ShardsNotBuilt refuses more than one shard on any store until the engine
+// schedules per shard (issue 23, docs/shards.md): a setting the engine
+// would ignore must not look as if it did something. The caller checks it
+// after FileStoreShards, whose message says more on the file store.
+func (f *File) ShardsNotBuilt() error {
+	if f.Shards <= 1 {
+		return nil
+	}
+	return Errors{{File: f.Path, Line: f.line("shards", 0), Field: "shards",
+		Msg: strconv.Itoa(f.Shards) + " shards are not built yet: the engine schedules every job as one shard (issue 23, docs/shards.md); give 1, the default, or leave shards out"}}
+}

@@ -115,9 +115,12 @@ func TestValidateAgreesWithRun(t *testing.T) {
 			bad: "bad.yaml:1: shards: 2 shards need a shared store"},
 		{name: "shards on the file store named", config: "backend:\n  file: {path: x.db}\nshards: 3\njobs: []\n",
 			bad: "bad.yaml:3: shards: 3 shards need a shared store (backend.redis, backend.postgres or backend.memory): backend.file at line 2 is the file store"},
-		{name: "shards on the in-process store", config: "backend: {memory: {}}\nshards: 2\njobs: []\n"},
+		{name: "shards on the in-process store", config: "backend: {memory: {}}\nshards: 2\njobs: []\n",
+			bad: "bad.yaml:2: shards: 2 shards are not built yet: the engine schedules every job as one shard"},
 		{name: "shards on a Redis given by ONETICK_REDIS_URL", config: "backend: {}\nshards: 2\njobs: []\n",
-			env: []string{"ONETICK_REDIS_URL=redis://127.0.0.1:1/0?dial_timeout=1s"}},
+			env: []string{"ONETICK_REDIS_URL=redis://127.0.0.1:1/0?dial_timeout=1s"},
+			bad: "bad.yaml:2: shards: 2 shards are not built yet"},
+		{name: "one shard on Redis", config: "backend: {redis: {url: 'redis://127.0.0.1:1/0'}}\nshards: 1\njobs: []\n"},
 		{name: "bad schedule", config: "jobs:\n  - {name: a, schedule: '61 * * * *'}\n", bad: "bad.yaml:2: jobs[0] (a).schedule"},
 	}
 	for _, tc := range cases {
