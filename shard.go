@@ -7,6 +7,8 @@ package onetick
 // The engine does not use them yet; with one shard (the default) every job
 // is in shard 0 and nothing changes.
 
+import "hash/fnv"
+
 // MaxShards is the largest number of shards a fleet may be configured
 // with: enough for many Redis Cluster primaries, few enough that a
 // replica can watch every shard's lease.
@@ -36,18 +38,11 @@ func ShardOf(job string, shards int) int {
 	return jump(fnv1a64(job), shards)
 }
 
-// fnv1a64 is the 64-bit FNV-1a hash of s (as hash/fnv's New64a).
+// fnv1a64 is the 64-bit FNV-1a hash of s.
 func fnv1a64(s string) uint64 {
-	const (
-		offset64 = 14695981039346656037
-		prime64  = 1099511628211
-	)
-	h := uint64(offset64)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= prime64
-	}
-	return h
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(s))
+	return h.Sum64()
 }
 
 // jump is Jump Consistent Hash: the bucket in [0, n) of key.
