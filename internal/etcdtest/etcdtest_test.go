@@ -34,3 +34,39 @@ func TestStart(t *testing.T) {
 		t.Fatalf("get: %v, %v", resp, err)
 	}
 }
+
+// A three-member cluster elects a leader; with the leader killed the
+// other two elect another and keep serving; the killed member restarts
+// on its data and catches up with what was written meanwhile.
+func TestCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := etcdtest.StartCluster(t, 3)
+	cl := c.Client(t)
+	first, err := c.AwaitLeader(ctx, cl, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Kill(first)
+	if c.Members[first].Alive() {
+		t.Fatal("a killed member reports itself alive")
+	}
+	second, err := c.AwaitLeader(ctx, cl, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second == first {
+		t.Fatalf("the killed member %d still leads", first)
+	}
+	if _, err := cl.Put(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restart(first); err != nil {
+		t.Fatal(err)
+	}
+	one := c.Members[first].Client(t)
+	resp, err := one.Get(ctx, "k")
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v" {
+		t.Fatalf("the restarted member reads %v, %v; want k=v", resp, err)
+	}
+}
