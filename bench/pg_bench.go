@@ -64,7 +64,9 @@ func (p *pgEnv) pgSystems() []pgSys {
 		{
 			key: "river", title: "River v0.51.2 periodic jobs (leadership TTL 15 s, fixed)", ttl: riverLeaderTTL,
 			setup: func(ctx context.Context, schema string) error { return migrateRiver(ctx, p.adm.pool, schema) },
-			start: func(schema string, id int) (instance, error) { return startRiver(schema, id, dupJobs, river.QueueDefault) },
+			start: func(schema string, id int) (instance, error) {
+				return startRiver(schema, id, dupJobs, river.QueueDefault)
+			},
 			victim: func(ctx context.Context, schema string, insts []instance) int {
 				id, _ := p.adm.riverLeader(ctx, schema)
 				for i, in := range insts {
