@@ -184,9 +184,9 @@ func (e *env) etcdSection(ctx context.Context) (string, error) {
 		ds, err = delayOn(n, onEtcd(n))
 		setDelay(row, "etcd", ds, err)
 	}
-	bigN, bigRun := 20_000, 10*time.Second
+	bigN, bigRun := 10_000, 10*time.Second
 	if quick {
-		bigN, bigRun = 5_000, 5*time.Second
+		bigN, bigRun = 2_000, 5*time.Second
 	}
 	rThr := t.add(fmt.Sprintf("Claim throughput, %d jobs due at once (ticks/s)", bigN),
 		"jobs \"@every 1s\": ticks of the first slot / (last claim − slot); claims of up to 2000 ticks (Redis: one Lua call; PostgreSQL: one transaction; etcd: transactions of at most 128 operations)")
