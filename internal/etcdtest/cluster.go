@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,12 +31,25 @@ const (
 type Cluster struct {
 	Members []*Server
 	bin     string
+
+	// Peer gates (StartPartitionableCluster): one per member, its member
+	// id (hex) and whether it is partitioned.
+	gates  []*peerGate
+	ids    []string
+	partMu sync.Mutex
+	parted []bool
 }
 
 // StartCluster starts an n-member cluster for tb. The members start
 // together (a member is ready only once a quorum runs); a failed start (a
 // port taken meanwhile) is retried on new ports.
-func StartCluster(tb testing.TB, n int) *Cluster {
+func StartCluster(tb testing.TB, n int) *Cluster { return startCluster(tb, n, false) }
+
+// StartPartitionableCluster is StartCluster with each member's peer
+// traffic through a gate of the test's, so that Partition can cut it.
+func StartPartitionableCluster(tb testing.TB, n int) *Cluster { return startCluster(tb, n, true) }
+
+func startCluster(tb testing.TB, n int, gated bool) *Cluster {
 	tb.Helper()
 	bin, err := Binary()
 	if err != nil {
@@ -43,7 +57,7 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 	}
 	var last error
 	for range 3 {
-		c := &Cluster{bin: bin}
+		c := &Cluster{bin: bin, parted: make([]bool, n)}
 		var peers []string
 		for i := range n {
 			s := &Server{dir: tb.TempDir(), name: "m" + strconv.Itoa(i), heartbeat: clusterHeartbeat, election: clusterElection}
@@ -53,8 +67,18 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 			if s.PeerPort, err = redisserver.FreePort(); err != nil {
 				tb.Fatal(err)
 			}
+			adv := "http://127.0.0.1:" + strconv.Itoa(s.PeerPort)
+			if gated {
+				g, err := newPeerGate(c, i, adv)
+				if err != nil {
+					tb.Fatal(err)
+				}
+				c.gates = append(c.gates, g)
+				adv = g.url()
+				s.advertise = adv
+			}
 			c.Members = append(c.Members, s)
-			peers = append(peers, s.name+"=http://127.0.0.1:"+strconv.Itoa(s.PeerPort))
+			peers = append(peers, s.name+"="+adv)
 		}
 		for _, s := range c.Members {
 			s.cluster = strings.Join(peers, ",")
@@ -63,7 +87,18 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 			for _, s := range c.Members {
 				tb.Cleanup(s.Kill)
 			}
+			for _, g := range c.gates {
+				tb.Cleanup(g.close)
+			}
+			if gated {
+				if err := c.learnIDs(); err != nil {
+					tb.Fatal(err)
+				}
+			}
 			return c
+		}
+		for _, g := range c.gates {
+			g.close()
 		}
 	}
 	tb.Fatalf("start an etcd cluster: %v", last)
@@ -95,6 +130,25 @@ func (c *Cluster) start() error {
 	}
 	for i, s := range c.Members {
 		s.setProc(procs[i])
+	}
+	return nil
+}
+
+// learnIDs asks each member its id.
+func (c *Cluster) learnIDs() error {
+	cl, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for _, s := range c.Members {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		st, err := cl.Status(ctx, s.Endpoint())
+		cancel()
+		if err != nil {
+			return fmt.Errorf("status of %s: %w", s.name, err)
+		}
+		c.ids = append(c.ids, hexID(st.Header.MemberId))
 	}
 	return nil
 }

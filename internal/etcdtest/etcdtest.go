@@ -46,6 +46,9 @@ type Server struct {
 	// heartbeat and election are the timings in ms.
 	cluster             string
 	heartbeat, election int
+	// advertise, when set, is the peer URL the member advertises (a
+	// gate in front of its peer port).
+	advertise string
 
 	mu   sync.Mutex
 	log  []string
@@ -115,13 +118,17 @@ func (s *Server) start(bin string) error {
 // cluster are ready only once a quorum of them runs).
 func (s *Server) launch(bin string) (*redisserver.Process, error) {
 	client, peer := s.Endpoint(), "http://127.0.0.1:"+strconv.Itoa(s.PeerPort)
+	adv := peer
+	if s.advertise != "" {
+		adv = s.advertise
+	}
 	cluster := s.cluster
 	if cluster == "" {
-		cluster = s.name + "=" + peer
+		cluster = s.name + "=" + adv
 	}
 	args := []string{"--name", s.name, "--data-dir", s.dir + "/data",
 		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", adv,
 		"--initial-cluster", cluster, "--initial-cluster-state", "new",
 		"--heartbeat-interval", strconv.Itoa(s.heartbeat), "--election-timeout", strconv.Itoa(s.election),
 		"--max-txn-ops", strconv.Itoa(MaxTxnOps), "--logger", "zap", "--log-outputs", "stderr"}

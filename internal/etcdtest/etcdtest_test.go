@@ -70,3 +70,48 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("the restarted member reads %v, %v; want k=v", resp, err)
 	}
 }
+
+// A partitioned member (peer traffic cut both ways) leaves the others a
+// quorum that elects a leader and serves writes, while a linearizable
+// read on it fails; healed, it catches up.
+func TestPartition(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := etcdtest.StartPartitionableCluster(t, 3)
+	cl := c.Client(t)
+	old, err := c.AwaitLeader(ctx, cl, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Partition(old)
+	other := c.Members[(old+1)%3].Client(t)
+	var done bool
+	for deadline := time.Now().Add(30 * time.Second); !done && time.Now().Before(deadline); {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		_, err := other.Put(pctx, "k", "v")
+		pcancel()
+		done = err == nil
+	}
+	if !done {
+		t.Fatal("the majority side accepts no write with the leader partitioned")
+	}
+	alone := c.Members[old].Client(t)
+	rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err = alone.Get(rctx, "k")
+	rcancel()
+	if err == nil {
+		t.Fatal("a linearizable read on the partitioned member succeeded")
+	}
+	c.Heal(old)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		gctx, gcancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := alone.Get(gctx, "k")
+		gcancel()
+		if err == nil && len(resp.Kvs) == 1 && string(resp.Kvs[0].Value) == "v" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the healed member reads %v, %v; want k=v", resp, err)
+		}
+	}
+}
