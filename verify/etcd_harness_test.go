@@ -46,7 +46,11 @@ type EtcdFleet struct {
 // after the replicas.
 func NewEtcdFleet(t *testing.T, scenario string) *EtcdFleet {
 	t.Helper()
-	c := etcdtest.StartCluster(t, 3)
+	return newEtcdFleet(t, scenario, etcdtest.StartCluster(t, 3))
+}
+
+func newEtcdFleet(t *testing.T, scenario string, c *etcdtest.Cluster) *EtcdFleet {
+	t.Helper()
 	keyPrefix := etcdtest.Prefix()
 	cfg := filepath.Join(t.TempDir(), "onetick.yaml")
 	if err := os.WriteFile(cfg, []byte(etcdConfigYAML(c.Endpoints(), keyPrefix)), 0o644); err != nil {
@@ -62,6 +66,16 @@ func NewEtcdFleet(t *testing.T, scenario string) *EtcdFleet {
 	// Registered after the cluster's cleanups: runs before them.
 	t.Cleanup(f.close)
 	return &EtcdFleet{Fleet: f, Cluster: c}
+}
+
+// StartOn starts a replica whose i-th endpoint is urls[i] (proxies).
+func (e *EtcdFleet) StartOn(name string, urls []string) *Replica {
+	e.t.Helper()
+	var opts []StartOpt
+	for i, u := range urls {
+		opts = append(opts, WithEnv(etcdEnv(i)+"="+u))
+	}
+	return e.Fleet.Start(name, opts...)
 }
 
 // StartVia starts a replica whose every endpoint is url (a proxy).

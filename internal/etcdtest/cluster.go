@@ -249,3 +249,10 @@ func (c *Cluster) Restart(i int) error {
 
 // Name is member i's name.
 func (c *Cluster) Name(i int) string { return c.Members[i].name }
+
+// ID is member i's id (known for a cluster from
+// StartPartitionableCluster).
+func (c *Cluster) ID(i int) uint64 {
+	id, _ := strconv.ParseUint(c.ids[i], 16, 64)
+	return id
+}
