@@ -57,6 +57,7 @@ bench: deps
 	cd bench && $(GO) run . 
 	cd bench && $(GO) run . -only postgres
 	cd bench && $(GO) run . -only ledger
+	cd bench && $(GO) run . -only etcd
 	cd bench && $(GO) run . -only relays
 	cd bench && $(GO) run . -only relays-faults
 

@@ -36,13 +36,13 @@ func progress(format string, args ...any) {
 }
 
 func main() {
-	only := flag.String("only", "", `run one part only: "schedulers", "workers", "scale", "postgres", "ledger", "relays" or "relays-faults" (results in RESULTS-<part>.md)`)
+	only := flag.String("only", "", `run one part only: "schedulers", "workers", "scale", "postgres", "ledger", "etcd", "relays" or "relays-faults" (results in RESULTS-<part>.md)`)
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each worker-throughput run to `prefix`-<system>-c<concurrency>.pprof")
 	flag.Parse()
 	switch *only {
-	case "", "schedulers", "workers", "scale", "postgres", "ledger", "relays", "relays-faults":
+	case "", "schedulers", "workers", "scale", "postgres", "ledger", "etcd", "relays", "relays-faults":
 	default:
-		fmt.Fprintf(os.Stderr, "bench: -only must be schedulers, workers, scale, postgres, ledger, relays or relays-faults, got %q\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: -only must be schedulers, workers, scale, postgres, ledger, etcd, relays or relays-faults, got %q\n", *only)
 		os.Exit(2)
 	}
 	if err := run(*only, *cpuprofile); err != nil {
@@ -90,6 +90,11 @@ func run(only, cpuprofile string) error {
 	}
 	if only == "ledger" { // not in a full run: it needs PostgreSQL
 		if sched, err = e.ledgerSection(ctx); err != nil {
+			return err
+		}
+	}
+	if only == "etcd" { // not in a full run: it needs etcd and PostgreSQL
+		if sched, err = e.etcdSection(ctx); err != nil {
 			return err
 		}
 	}

@@ -64,7 +64,9 @@ func (p *pgEnv) pgSystems() []pgSys {
 		{
 			key: "river", title: "River v0.51.2 periodic jobs (leadership TTL 15 s, fixed)", ttl: riverLeaderTTL,
 			setup: func(ctx context.Context, schema string) error { return migrateRiver(ctx, p.adm.pool, schema) },
-			start: func(schema string, id int) (instance, error) { return startRiver(schema, id, dupJobs, river.QueueDefault) },
+			start: func(schema string, id int) (instance, error) {
+				return startRiver(schema, id, dupJobs, river.QueueDefault)
+			},
 			victim: func(ctx context.Context, schema string, insts []instance) int {
 				id, _ := p.adm.riverLeader(ctx, schema)
 				for i, in := range insts {
@@ -206,8 +208,16 @@ func (p *pgEnv) pgDelay(ctx context.Context, n int) ([]time.Duration, error) {
 	if err := migrateOnetick(ctx, schema); err != nil {
 		return nil, err
 	}
+	return delayOn(n, func(r *recorder) (*otPGInst, error) {
+		return startOnetickPG(schema, 0, everyJobs(n, "1s"), onetick.LeaseConfig{}, r, p.logs)
+	})
+}
+
+// delayOn is pgDelay's measurement on the one-replica instance start
+// returns (recording into r).
+func delayOn(n int, start func(r *recorder) (*otPGInst, error)) ([]time.Duration, error) {
 	r := newRecorder(8 * n)
-	in, err := startOnetickPG(schema, 0, everyJobs(n, "1s"), onetick.LeaseConfig{}, r, p.logs)
+	in, err := start(r)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +237,6 @@ func (p *pgEnv) pgDelay(ctx context.Context, n int) ([]time.Duration, error) {
 // first slot (all n due at once: slot to the last claim), delay over the
 // later slots.
 func (p *pgEnv) pgBig(ctx context.Context, n int, run time.Duration) bigResult {
-	res := bigResult{jobs: n, run: run}
 	schema, err := p.adm.freshSchema(ctx, "big")
 	if err != nil {
 		return bigResult{err: err}
@@ -235,9 +244,18 @@ func (p *pgEnv) pgBig(ctx context.Context, n int, run time.Duration) bigResult {
 	if err := migrateOnetick(ctx, schema); err != nil {
 		return bigResult{err: err}
 	}
+	return bigOn(n, run, func(r *recorder) (*otPGInst, error) {
+		return startOnetickPG(schema, 0, everyJobs(n, "1s"), onetick.LeaseConfig{}, r, p.logs)
+	})
+}
+
+// bigOn is pgBig's measurement on the one-replica instance start returns
+// (recording into r).
+func bigOn(n int, run time.Duration, start func(r *recorder) (*otPGInst, error)) bigResult {
+	res := bigResult{jobs: n, run: run}
 	r := newRecorder(n * (int(run/time.Second) + 4))
 	t0 := time.Now()
-	in, err := startOnetickPG(schema, 0, everyJobs(n, "1s"), onetick.LeaseConfig{}, r, p.logs)
+	in, err := start(r)
 	if err != nil {
 		return bigResult{err: err}
 	}

@@ -175,10 +175,16 @@ func (b *Backend) streamPrefix(s string) string   { return b.p + "s/" + url.Path
 func pad(n int64) string { return fmt.Sprintf("%020d", n) }
 
 // Time implements onetick.Claimer: the replica's own clock, since etcd
-// offers none (see the package comment).
+// offers none (see the package comment), once a linearizable read has
+// shown that etcd answers (a member with a quorum): /readyz and status
+// call it to learn whether the store is reachable, and the engine does
+// not call it on its hot path.
 func (b *Backend) Time(ctx context.Context) (time.Time, error) {
 	if err := b.check(ctx); err != nil {
 		return time.Time{}, err
+	}
+	if _, err := b.c.Get(ctx, b.k("epoch"), clientv3.WithCountOnly()); err != nil {
+		return time.Time{}, fmt.Errorf("etcd: unreachable: %w", err)
 	}
 	return b.opts.Clock.Now(), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -160,5 +161,25 @@ func TestRelayRefused(t *testing.T) {
 	h := harness(etcdtest.Start(t))
 	for _, kind := range []string{onetick.RelayAsynq, onetick.RelayRiver} {
 		t.Run(kind, func(t *testing.T) { backendtest.RelayRefused(t, h, onetick.Relay{Kind: kind}) })
+	}
+}
+
+// Time answers only while etcd does: /readyz and status learn from it
+// whether the store is reachable (a replica cut off from etcd reported
+// ready before; found by make verify's partition on etcd).
+func TestTimeNeedsEtcd(t *testing.T) {
+	s := etcdtest.Start(t)
+	b := open(t, s, etcd.Options{})
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := b.Time(ctx); err != nil {
+		t.Fatalf("Time with etcd up: %v", err)
+	}
+	s.Kill()
+	dctx, dcancel := context.WithTimeout(context.Background(), time.Second)
+	defer dcancel()
+	if _, err := b.Time(dctx); err == nil {
+		t.Fatal("Time answers with etcd killed")
 	}
 }

@@ -31,6 +31,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	otetcd "github.com/onetick/onetick/etcd"
 	"github.com/onetick/onetick/internal/redistest"
 	otpostgres "github.com/onetick/onetick/postgres"
 	otredis "github.com/onetick/onetick/redis"
@@ -473,6 +474,8 @@ type Fleet struct {
 	// on first use (file_harness_test.go).
 	filePath string
 	file     *sqlite.Backend
+	// etcd, when set, is the etcd the fleet uses (etcd_harness_test.go).
+	etcd *otetcd.Backend
 
 	mu       sync.Mutex
 	replicas []*Replica
@@ -554,6 +557,9 @@ func (f *Fleet) close() {
 	}
 	if f.file != nil {
 		_ = f.file.Close()
+	}
+	if f.etcd != nil {
+		_ = f.etcd.Close()
 	}
 }
 

@@ -44,6 +44,8 @@ func (f *Fleet) ReadStream(job string) []Entry {
 		recs, err = f.readPGStream(streamOf(job))
 	case f.filePath != "":
 		recs, err = f.fileStore().Stream(ctxFor(f.t, 10*time.Second), streamOf(job))
+	case f.etcd != nil:
+		recs, err = f.readEtcdStream(streamOf(job))
 	default:
 		recs, err = f.backend.ReadStream(ctxFor(f.t, 10*time.Second), streamOf(job), 0)
 	}
@@ -66,6 +68,8 @@ func (f *Fleet) workStore() worker.Inspector {
 		return f.pg.WorkerStore("onetick")
 	case f.filePath != "":
 		return f.fileStore().WorkerStore("onetick")
+	case f.etcd != nil:
+		return f.etcd.WorkerStore("onetick")
 	default:
 		return f.backend.WorkerStore("onetick")
 	}

@@ -41,6 +41,15 @@ type Server struct {
 	Certs *redistest.Certs
 
 	dir  string
+	name string // member name ("t" for a single-member server)
+	// cluster is --initial-cluster (the member alone when empty);
+	// heartbeat and election are the timings in ms.
+	cluster             string
+	heartbeat, election int
+	// advertise, when set, is the peer URL the member advertises (a
+	// gate in front of its peer port).
+	advertise string
+
 	mu   sync.Mutex
 	log  []string
 	proc *redisserver.Process
@@ -76,7 +85,7 @@ func start(tb testing.TB, certs *redistest.Certs) *Server {
 	}
 	var last error
 	for range 3 {
-		s := &Server{dir: tb.TempDir(), Certs: certs}
+		s := &Server{dir: tb.TempDir(), Certs: certs, name: "t", heartbeat: 10, election: 100}
 		if s.Port, err = redisserver.FreePort(); err != nil {
 			tb.Fatal(err)
 		}
@@ -84,7 +93,7 @@ func start(tb testing.TB, certs *redistest.Certs) *Server {
 			tb.Fatal(err)
 		}
 		if last = s.start(bin); last == nil {
-			tb.Cleanup(s.proc.Kill)
+			tb.Cleanup(s.Kill)
 			return s
 		}
 	}
@@ -93,18 +102,7 @@ func start(tb testing.TB, certs *redistest.Certs) *Server {
 }
 
 func (s *Server) start(bin string) error {
-	client, peer := s.Endpoint(), "http://127.0.0.1:"+strconv.Itoa(s.PeerPort)
-	args := []string{"--name", "t", "--data-dir", s.dir + "/data",
-		"--listen-client-urls", client, "--advertise-client-urls", client,
-		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "t=" + peer, "--initial-cluster-state", "new",
-		"--heartbeat-interval", "10", "--election-timeout", "100",
-		"--max-txn-ops", strconv.Itoa(MaxTxnOps), "--logger", "zap", "--log-outputs", "stderr"}
-	if c := s.Certs; c != nil {
-		args = append(args, "--cert-file", c.ServerCertFile, "--key-file", c.ServerKeyFile,
-			"--trusted-ca-file", c.CAFile, "--client-cert-auth")
-	}
-	p, err := redisserver.Launch(redisserver.Command{Bin: bin, Args: args, Dir: s.dir, Ready: readyLine, Log: s.appendLog})
+	p, err := s.launch(bin)
 	if err != nil {
 		return err
 	}
@@ -112,8 +110,58 @@ func (s *Server) start(bin string) error {
 		p.Kill()
 		return err
 	}
-	s.proc = p
+	s.setProc(p)
 	return nil
+}
+
+// launch starts the etcd process and returns at once (the members of a
+// cluster are ready only once a quorum of them runs).
+func (s *Server) launch(bin string) (*redisserver.Process, error) {
+	client, peer := s.Endpoint(), "http://127.0.0.1:"+strconv.Itoa(s.PeerPort)
+	adv := peer
+	if s.advertise != "" {
+		adv = s.advertise
+	}
+	cluster := s.cluster
+	if cluster == "" {
+		cluster = s.name + "=" + adv
+	}
+	args := []string{"--name", s.name, "--data-dir", s.dir + "/data",
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", adv,
+		"--initial-cluster", cluster, "--initial-cluster-state", "new",
+		"--heartbeat-interval", strconv.Itoa(s.heartbeat), "--election-timeout", strconv.Itoa(s.election),
+		"--max-txn-ops", strconv.Itoa(MaxTxnOps), "--logger", "zap", "--log-outputs", "stderr"}
+	if c := s.Certs; c != nil {
+		args = append(args, "--cert-file", c.ServerCertFile, "--key-file", c.ServerKeyFile,
+			"--trusted-ca-file", c.CAFile, "--client-cert-auth")
+	}
+	return redisserver.Launch(redisserver.Command{Bin: bin, Args: args, Dir: s.dir, Ready: readyLine, Log: s.appendLog})
+}
+
+func (s *Server) setProc(p *redisserver.Process) {
+	s.mu.Lock()
+	s.proc = p
+	s.mu.Unlock()
+}
+
+// Kill kills the process (SIGKILL) and waits until it has exited; a
+// killed server stays killed (its data directory is kept).
+func (s *Server) Kill() {
+	s.mu.Lock()
+	p := s.proc
+	s.proc = nil
+	s.mu.Unlock()
+	if p != nil {
+		p.Kill()
+	}
+}
+
+// Alive reports whether the process runs (started and not killed).
+func (s *Server) Alive() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil
 }
 
 func (s *Server) appendLog(line string) {
