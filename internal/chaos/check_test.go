@@ -111,15 +111,43 @@ func TestRunTwice(t *testing.T) {
 	t.Run("a kill of another replica", func(t *testing.T) {
 		wantOnly(t, Check(cutRun(clean()).add(kill("kill9", "r1")).events()), []string{VRunTwice}, none)
 	})
-	t.Run("a kill of its worker before the first run", func(t *testing.T) {
+	// The first start's worker could not reach the store: its liveness
+	// lapsed and another worker took the tick over.
+	for _, f := range []struct{ name, target string }{
+		{"latency", "r2"}, {"partition", "r2"}, {"store-kill", "store"}, {"store-restart", "store"}, {"failover", "primary"},
+	} {
+		t.Run("documented: "+f.name+" of "+f.target, func(t *testing.T) {
+			r := Check(cutRun(clean()).add(kill(f.name, f.target),
+				Event{T: at(6 * time.Second), Kind: KindFault, Fault: f.name, Phase: "end", Target: f.target}).events())
+			wantOnly(t, r, none, none)
+			if r.Totals.Reruns != 1 {
+				t.Fatalf("totals %+v", r.Totals)
+			}
+		})
+	}
+	t.Run("latency of another replica", func(t *testing.T) {
+		wantOnly(t, Check(cutRun(clean()).add(kill("latency", "r1")).events()), []string{VRunTwice}, none)
+	})
+	t.Run("a store fault over before the first start", func(t *testing.T) {
+		h := cutRun(clean()).add(
+			Event{T: at(2 * time.Second), Kind: KindFault, Fault: "store-kill", Phase: "start", Target: "store"},
+			Event{T: at(2500 * time.Millisecond), Kind: KindFault, Fault: "store-kill", Phase: "end", Target: "store"})
+		wantOnly(t, Check(h.events()), []string{VRunTwice}, none)
+	})
+	t.Run("documented: its worker killed just before the first start was logged", func(t *testing.T) {
 		k := kill("kill9", "r2")
-		k.T = at(3 * time.Second)
+		k.T = at(4020*time.Millisecond - StartSlack + 10*time.Millisecond)
+		wantOnly(t, Check(cutRun(clean()).add(k).events()), none, none)
+	})
+	t.Run("a kill of its worker more than StartSlack before the first run", func(t *testing.T) {
+		k := kill("kill9", "r2")
+		k.T = at(4020*time.Millisecond - StartSlack - 10*time.Millisecond)
 		wantOnly(t, Check(cutRun(clean()).add(k).events()), []string{VRunTwice}, none)
 	})
-	t.Run("after an OK end, a kill of its worker after DoneGrace", func(t *testing.T) {
+	t.Run("after an OK end, a kill of its worker after the second start", func(t *testing.T) {
 		slot := ms(4 * time.Second)
 		k := kill("kill9", "r2")
-		k.T = at(6 * time.Second)
+		k.T = at(7500 * time.Millisecond)
 		h := clean().add(k,
 			Event{T: at(7 * time.Second), Kind: KindRunStart, Job: "dup", Slot: slot, Attempt: 1, Worker: "r3", PID: 300})
 		r := Check(h.events())
@@ -145,11 +173,11 @@ func TestRunTwice(t *testing.T) {
 			t.Fatalf("totals %+v, documented %+v", r.Totals, r.Documented)
 		}
 	})
-	t.Run("documented: after an OK end, its worker killed within DoneGrace", func(t *testing.T) {
-		wantOnly(t, Check(okTwice("kill9", 4050*time.Millisecond+DoneGrace).events()), none, []string{VRunTwice})
+	t.Run("documented: after an OK end, its worker killed before the second start", func(t *testing.T) {
+		wantOnly(t, Check(okTwice("kill9", 6*time.Second).events()), none, []string{VRunTwice})
 	})
-	t.Run("after an OK end, its worker cut off later", func(t *testing.T) {
-		wantOnly(t, Check(okTwice("partition", 4060*time.Millisecond+DoneGrace).events()), []string{VRunTwice}, none)
+	t.Run("after an OK end, its worker cut off after the second start", func(t *testing.T) {
+		wantOnly(t, Check(okTwice("partition", 7100*time.Millisecond).events()), []string{VRunTwice}, none)
 	})
 	t.Run("after an OK end, a fault of another replica", func(t *testing.T) {
 		h := okTwice("", 0).add(Event{T: at(4040 * time.Millisecond), Kind: KindFault, Fault: "partition", Phase: "start", Target: "r1"})

@@ -13,16 +13,19 @@ const (
 	docRerun     = "README, what a worker guarantees: a handler can run twice when its worker is killed, cut off or stalled mid-run"
 )
 
-// Faults after which a run of the faulted worker may start again
-// elsewhere (docRerun): its process killed (kill9, worker-kill, term:
-// the handler is cut when its bound is up), stalled (stop) or cut off
-// from the store (partition).
-var rerunFaults = map[string]bool{"kill9": true, "worker-kill": true, "term": true, "stop": true, "partition": true}
+// Faults of a run's worker after which its tick may start again
+// elsewhere (docRerun), because they can lapse the worker's liveness: its
+// process killed (kill9, worker-kill, term: the handler is cut when its
+// bound is up), stalled (stop), or its path to the store cut (partition)
+// or slowed (latency). A store failover fault (failoverFaults, any
+// target) lapses every worker's liveness too.
+var rerunFaults = map[string]bool{"kill9": true, "worker-kill": true, "term": true, "stop": true, "partition": true, "latency": true}
 
-// DoneGrace is how long after its handler returns a worker may still be
-// writing the tick's done record: a fault of the worker up to then can
-// leave a run that completed without its record, to be run again.
-const DoneGrace = time.Second
+// StartSlack is how long before a run's start event a fault of its
+// worker still counts as coming after the start: a run started just
+// before its replica was killed is logged, and so recorded, a few
+// milliseconds after the kill.
+const StartSlack = time.Second
 
 // workerTargets are the fault targets that hit a run: its worker, or its
 // command's PID ("N" or "pid:N").
@@ -32,6 +35,18 @@ func workerTargets(run Event) []string {
 		t = append(t, strconv.Itoa(run.PID), "pid:"+strconv.Itoa(run.PID))
 	}
 	return t
+}
+
+// lapsed returns a fault that could have lapsed the liveness of run's
+// worker between run's start (less StartSlack) and to: a rerunFaults
+// fault targeting its worker or PID, or a store failover fault; -1 when
+// none.
+func (h *history) lapsed(run Event, to time.Time) int {
+	from := run.T.Add(-StartSlack)
+	if fi := h.faultIn(rerunFaults, workerTargets(run), from, to); fi >= 0 {
+		return fi
+	}
+	return h.faultIn(failoverFaults, nil, from, to)
 }
 
 // checkTicks finds ticks enqueued twice.
@@ -161,12 +176,14 @@ func (h *history) judgeRun(k string, before []int, j int, endOf, startOf map[int
 		f.Events = []int{o, j}
 		f.Desc = fmt.Sprintf("%s started again (attempt %d on %s) after it completed OK at %s on %s",
 			tickName(again), again.Attempt, again.Worker, clock(end.T), end.Worker)
-		// Its worker cut off, stalled or killed before it could write the
-		// done record: the README's first case.
+		// Its worker killed, stalled or cut off from the store between
+		// the two starts: its liveness may have lapsed before its done
+		// record was written, and another worker took the tick over (the
+		// README's first case).
 		if s, ok := startOf[o]; ok {
-			if fi := h.faultIn(rerunFaults, workerTargets(h.ev[s]), h.ev[s].T, end.T.Add(DoneGrace)); fi >= 0 {
+			if fi := h.lapsed(h.ev[s], again.T); fi >= 0 {
 				f.Documented = docRerun
-				f.Desc += fmt.Sprintf(": %s of %s at %s, before its done record", h.faults[fi].name, end.Worker, clock(h.faults[fi].start))
+				f.Desc += fmt.Sprintf(": %s of %s at %s, between the two starts", h.faults[fi].name, h.faults[fi].target, clock(h.faults[fi].start))
 				f.Events = append(f.Events, s, h.faults[fi].i)
 				h.documented(f)
 				afterOK = true
@@ -186,7 +203,7 @@ func (h *history) judgeRun(k string, before []int, j int, endOf, startOf map[int
 			continue // it failed before this one started: a retry
 		}
 		first := h.ev[i]
-		if fi := h.faultIn(rerunFaults, workerTargets(first), first.T, again.T); fi >= 0 {
+		if fi := h.lapsed(first, again.T); fi >= 0 {
 			rerun = true
 			continue
 		}
@@ -203,7 +220,7 @@ func (h *history) judgeRun(k string, before []int, j int, endOf, startOf map[int
 		}
 		f := base
 		f.Events = []int{i, j}
-		f.Desc = fmt.Sprintf("%s started again (attempt %d on %s, pid %d) while its run on %s (attempt %d, pid %d, started %v before) had not ended, and no fault hit %s between them",
+		f.Desc = fmt.Sprintf("%s started again (attempt %d on %s, pid %d) while its run on %s (attempt %d, pid %d, started %v before) had not ended, and no fault could have lapsed %s's liveness between them",
 			tickName(again), again.Attempt, again.Worker, again.PID, first.Worker, first.Attempt, first.PID, again.T.Sub(first.T), first.Worker)
 		h.violation(f)
 		return
