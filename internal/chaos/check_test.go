@@ -549,3 +549,40 @@ func TestMissedCounters(t *testing.T) {
 		})
 	}
 }
+
+// A job with no history: r1 leads from t0 and is killed at t0+0.5s
+// before it fired any slot; the slots t0+1s..t0+3s are never enqueued.
+func TestNoHistoryHead(t *testing.T) {
+	head := func(acquired time.Duration) *hist {
+		h := clean().drop(func(e Event) bool {
+			return e.Kind == KindLeader && e.Phase == "renewed" ||
+				e.Slot != 0 && e.Slot <= ms(3*time.Second)
+		}).add(Event{T: at(500 * time.Millisecond), Kind: KindFault, Fault: "kill9", Phase: "start", Target: "r1"})
+		if acquired > 0 {
+			h.add(Event{T: at(acquired), Kind: KindLeader, Phase: "acquired", Replica: "r3", Epoch: 8, TrustUntil: at(acquired + 2700*time.Millisecond)})
+			for s := acquired + time.Second; s < h.length; s += time.Second {
+				h.add(Event{T: at(s), Kind: KindLeader, Phase: "renewed", Replica: "r3", Epoch: 8, TrustUntil: at(s + 2700*time.Millisecond)})
+			}
+		}
+		return h
+	}
+	t.Run("documented: a new leader after the first leader fired nothing", func(t *testing.T) {
+		r := Check(head(3500 * time.Millisecond).events())
+		wantOnly(t, r, none, []string{VNeverRun, VNeverRun, VMissedUncounted})
+		if d := r.Documented[0]; d.Job != "dup" || d.Slot != ms(time.Second) || !strings.Contains(d.Desc, "3 slots") {
+			t.Fatalf("documented %+v", d)
+		}
+	})
+	t.Run("no leader change: the first slots are missing", func(t *testing.T) {
+		h := head(0).add(Event{T: at(0), Kind: KindLeader, Phase: "renewed", Replica: "r1", Epoch: 7, TrustUntil: at(20 * time.Second)})
+		h.drop(func(e Event) bool { return e.Kind == KindFault })
+		wantOnly(t, Check(h.events()), []string{VNeverRun, VNeverRun, VMissedUncounted}, none)
+	})
+	t.Run("slots due after the new leader started are missing", func(t *testing.T) {
+		r := Check(head(1500 * time.Millisecond).events())
+		wantOnly(t, r, []string{VNeverRun, VNeverRun, VMissedUncounted}, []string{VNeverRun, VNeverRun, VMissedUncounted})
+		if v := r.Violations[0]; v.Slot != ms(2*time.Second) {
+			t.Fatalf("violation %+v", v)
+		}
+	})
+}

@@ -11,6 +11,7 @@ import (
 const (
 	docAsyncLoss = "README guarantees, Redis failover: an acknowledged claim lost with the old primary (Bounds.AsyncLoss)"
 	docRerun     = "README, what a worker guarantees: a handler can run twice when its worker is killed, cut off or stalled mid-run"
+	docNoHistory = "README and docs/design.md: a job with no history starts with the first slot after its leader starts; if the leader changes before the job's first tick, the slots in between are not counted as missed"
 )
 
 // Faults of a run's worker after which its tick may start again
@@ -288,12 +289,80 @@ func (h *history) checkSlots() {
 		}
 		jt.Missing = len(missing)
 		h.rep.Jobs = append(h.rep.Jobs, jt)
+		if head, ai := h.noHistory(name, exp, missed); len(head) > 0 {
+			missing, uncovered = without(missing, head), without(uncovered, head)
+			kind := VMissedUncounted
+			if j.Prefer == "duplicate" {
+				kind = VNeverRun
+			}
+			a := h.ev[ai]
+			h.documented(Finding{Kind: kind, Job: name, Slot: head[0], T: time.UnixMilli(head[0]), Events: []int{ai},
+				Documented: docNoHistory,
+				Desc: fmt.Sprintf("%d slots of %s (%s to %s) before its first tick, not fired: no leader had fired the job when %s acquired the lease at %s",
+					len(head), name, clock(time.UnixMilli(head[0])), clock(time.UnixMilli(head[len(head)-1])), a.Replica, clock(a.T))})
+		}
 		if j.Prefer == "duplicate" {
 			h.neverRun(j, missing)
 		} else {
 			h.uncounted(j, uncovered, counted[name])
 		}
 	}
+}
+
+// noHistory returns the expected slots exp of a job before its first
+// slot with a scheduled enqueue or a missed event (the first the fleet
+// accounted for), when a leader acquired the lease after the first of
+// them was due and before that first slot: the job had no history, so the
+// new leader started after its own start (docNoHistory). Only the slots
+// due before that acquisition (plus MaxSkew) are returned, with the index
+// of the acquired event; none when the first slot was accounted for.
+func (h *history) noHistory(name string, exp []int64, missed map[string]int) ([]int64, int) {
+	if len(exp) == 0 {
+		return nil, -1
+	}
+	first := -1
+	for n, s := range exp {
+		k := name + ":" + strconv.FormatInt(s, 10)
+		if _, gone := missed[k]; h.sched[k] || gone {
+			first = n
+			break
+		}
+	}
+	if first <= 0 {
+		return nil, -1
+	}
+	from, to := time.UnixMilli(exp[0]), time.UnixMilli(exp[first])
+	ai := -1
+	for i, e := range h.ev {
+		if e.Kind == KindLeader && e.Phase == "acquired" && e.T.After(from) && !e.T.After(to) {
+			ai = i // the latest such
+		}
+	}
+	if ai < 0 {
+		return nil, -1
+	}
+	var head []int64
+	for _, s := range exp[:first] {
+		if !time.UnixMilli(s).After(h.ev[ai].T.Add(h.bounds.MaxSkew)) {
+			head = append(head, s)
+		}
+	}
+	return head, ai
+}
+
+// without returns s without the values in drop.
+func without(s, drop []int64) []int64 {
+	d := map[int64]bool{}
+	for _, v := range drop {
+		d[v] = true
+	}
+	var out []int64
+	for _, v := range s {
+		if !d[v] {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // neverRun reports a prefer: duplicate job's missing slots, one finding
