@@ -496,6 +496,28 @@ func TestBackfillsAndTriggers(t *testing.T) {
 			Event{T: at(6100 * time.Millisecond), Kind: KindRunStart, Job: "dup", Slot: slot, Tick: "dup:" + itoa(slot), Attempt: 1, Worker: "r2"})
 		wantOnly(t, Check(h.events()), []string{VNeverRun}, none)
 	})
+	// A backfill within Settle of the slot's due time (Settle is 2 s)
+	// claimed the slot before the leader could: the leader's claim found
+	// it taken.
+	early := func(job string) Event {
+		e := backfill(job)
+		e.T = at(4900 * time.Millisecond)
+		return e
+	}
+	t.Run("a duplicate slot a backfill enqueued within Settle", func(t *testing.T) {
+		wantOnly(t, Check(clean().drop(lost("dupq")).add(early("dupq")).events()), none, none)
+	})
+	t.Run("a run job's slot a backfill enqueued within Settle, then run", func(t *testing.T) {
+		h := clean().drop(lost("dup")).add(early("dup"),
+			Event{T: at(5 * time.Second), Kind: KindRunStart, Job: "dup", Slot: slot, Tick: "dup:" + itoa(slot), Attempt: 1, Worker: "r2"})
+		wantOnly(t, Check(h.events()), none, none)
+	})
+	t.Run("a missed slot a backfill enqueued within Settle", func(t *testing.T) {
+		wantOnly(t, Check(clean().drop(lost("miss")).add(early("miss")).events()), none, none)
+	})
+	t.Run("a backfill within Settle of a slot the scheduler fired", func(t *testing.T) {
+		wantOnly(t, Check(clean().add(early("dupq")).events()), []string{VEnqueuedTwice}, none)
+	})
 	t.Run("a missed slot a backfill filled is still uncounted", func(t *testing.T) {
 		wantOnly(t, Check(clean().drop(lost("miss")).add(backfill("miss")).events()), []string{VMissedUncounted}, none)
 	})

@@ -76,7 +76,11 @@ func (h *history) checkTicks() {
 		if len(h.enq[k]) == 0 {
 			keys = append(keys, k)
 		}
-		if e.TickKind == "" {
+		// A backfill that claimed a slot within Settle of its due time
+		// took the scheduler's claim (the same tick id): the leader then
+		// finds the slot claimed and does not enqueue it again, so the
+		// backfill counts as its firing. A later one fills no gap.
+		if e.TickKind == "" || e.TickKind == "backfill" && e.Slot != 0 && !e.T.After(time.UnixMilli(e.Slot).Add(h.bounds.Settle)) {
 			h.sched[k] = true
 		}
 		h.enq[k] = append(h.enq[k], i)
