@@ -12,8 +12,11 @@
 // or enqueue's Job and Slot, or read from a tick id "job:slot"), a
 // trigger's by its tick id (TickKind "trigger", or any id not of the form
 // "job:slot"). A slot counts as fired by the scheduler only through an
-// enqueue without TickKind: a backfill fills no gap for the checks below. A job's expected slots are From, From+Every, ... up to the end
-// event's T minus Bounds.Settle. A store failover fault is a fault named
+// enqueue without TickKind, or a backfill's enqueue made within
+// Bounds.Settle of the slot's due time (it took the slot's claim before
+// the leader, which then finds the slot claimed and skips it); a later
+// backfill fills no gap for the checks below. A job's expected slots are
+// From, From+Every, ... up to the end event's T minus Bounds.Settle. A store failover fault is a fault named
 // failover, store-kill or store-restart; a fault is active from its start
 // to its end event (an instantaneous one, or one never ended other than
 // stop, partition, latency, skew and failover, only at its start).
