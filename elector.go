@@ -367,6 +367,7 @@ loop:
 				}
 				e.observeStoreTime(r.g.StoreTime, r.sent, r.recv)
 				ld.setDeadline(r.sent.Add(e.lease.TTL - e.lease.SafetyMargin))
+				log.Debug("renewed leadership", "trusted_until", ld.Deadline())
 				deadline.Stop()
 				deadline = e.clock.NewTimer(max(e.clock.Until(ld.Deadline()), 0))
 				renewAt = r.sent.Add(e.lease.Renew)

@@ -3,6 +3,7 @@ package onetick_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -50,11 +51,10 @@ type electorRun struct {
 	done    chan struct{}
 }
 
-func runElector(t *testing.T, b onetick.Leaser, holder string, clock clockwork.Clock) *electorRun {
+func runElector(t *testing.T, b onetick.Leaser, holder string, clock clockwork.Clock, opts ...func(*onetick.ElectorConfig)) *electorRun {
 	t.Helper()
 	r := &electorRun{started: make(chan *onetick.Leadership, 4), stopped: make(chan onetick.Lease, 4), done: make(chan struct{})}
-	var err error
-	r.e, err = onetick.NewElector(onetick.ElectorConfig{
+	cfg := onetick.ElectorConfig{
 		Backend: b, Holder: holder, Clock: clock,
 		Lease: onetick.LeaseConfig{TTL: 15 * time.Second, Renew: 5 * time.Second, SafetyMargin: 1500 * time.Millisecond},
 		OnStartedLeading: func(ctx context.Context, l *onetick.Leadership) {
@@ -62,7 +62,12 @@ func runElector(t *testing.T, b onetick.Leaser, holder string, clock clockwork.C
 			<-ctx.Done()
 		},
 		OnStoppedLeading: func(l onetick.Lease) { r.stopped <- l },
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var err error
+	r.e, err = onetick.NewElector(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +150,57 @@ func TestElectorRenewExtendsTrust(t *testing.T) {
 		if err != nil || info.Lease != ld.Lease || info.TTL != 15*time.Second {
 			t.Fatalf("renewal %d: store holds %+v, %v", i, info, err)
 		}
+	}
+}
+
+// recordHandler sends each record it handles, at any level, to its channel.
+type recordHandler struct {
+	ch    chan slog.Record
+	attrs []slog.Attr
+}
+
+func (h recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
+	r = r.Clone()
+	r.AddAttrs(h.attrs...)
+	h.ch <- r
+	return nil
+}
+func (h recordHandler) WithAttrs(a []slog.Attr) slog.Handler {
+	return recordHandler{ch: h.ch, attrs: append(append([]slog.Attr{}, h.attrs...), a...)}
+}
+func (h recordHandler) WithGroup(string) slog.Handler { return h }
+
+// Each renewal is logged at DEBUG with its epoch and new trust deadline
+// (the chaos run records them as "renewed" leader events).
+func TestElectorLogsRenewal(t *testing.T) {
+	fc := clockwork.NewFakeClockAt(t0)
+	mem := memory.New(memory.Options{Clock: fc})
+	recs := make(chan slog.Record, 64)
+	r := runElector(t, mem, "a", fc, func(c *onetick.ElectorConfig) { c.Logger = slog.New(recordHandler{ch: recs}) })
+	ld := <-r.started
+	block(t, fc, 2)
+	fc.Advance(5 * time.Second)
+	want := t0.Add(5*time.Second + 13500*time.Millisecond)
+	for {
+		var rec slog.Record
+		select {
+		case rec = <-recs:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no \"renewed leadership\" record")
+		}
+		if rec.Message != "renewed leadership" {
+			continue
+		}
+		got := map[string]any{}
+		rec.Attrs(func(a slog.Attr) bool { got[a.Key] = a.Value.Any(); return true })
+		if rec.Level != slog.LevelDebug || got["epoch"] != int64(ld.Lease.Epoch) {
+			t.Fatalf("record %v %q %v; want DEBUG with epoch %d", rec.Level, rec.Message, got, ld.Lease.Epoch)
+		}
+		if tu, ok := got["trusted_until"].(time.Time); !ok || !tu.Equal(want) {
+			t.Fatalf("trusted_until %v, want %v", got["trusted_until"], want)
+		}
+		return
 	}
 }
 

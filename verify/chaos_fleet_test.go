@@ -246,7 +246,7 @@ func (c *chaosRun) startSlot(s *slot, offset time.Duration) *Replica {
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		c.t.Fatal(err)
 	}
-	opts = append(opts, WithEnv("TMPDIR="+tmp))
+	opts = append(opts, WithEnv("TMPDIR="+tmp), WithLogLevel("debug")) // debug: "renewed leadership" lines
 	c.mu.Lock()
 	c.offsets[name] = offset
 	c.mu.Unlock()

@@ -85,14 +85,18 @@ func (c *chaosRun) observeLogs(st *observerState) {
 		lines := r.Lines()
 		for _, l := range lines[st.logIdx[r]:] {
 			switch l.Msg {
-			case "became leader":
+			case "became leader", "renewed leadership":
 				c.mu.Lock()
 				off := c.offsets[r.Name]
 				c.mu.Unlock()
 				// trusted_until is on the replica's (possibly skewed)
 				// clock; the history is on the real one.
 				tu, _ := time.Parse(time.RFC3339Nano, l.Str("trusted_until"))
-				c.h.Add(chaos.Event{T: l.Time, Kind: chaos.KindLeader, Phase: "acquired", Replica: r.Name, Epoch: l.Int("epoch"),
+				phase := "acquired"
+				if l.Msg == "renewed leadership" { // logged at DEBUG
+					phase = "renewed"
+				}
+				c.h.Add(chaos.Event{T: l.Time, Kind: chaos.KindLeader, Phase: phase, Replica: r.Name, Epoch: l.Int("epoch"),
 					TrustUntil: tu.Add(-off), Note: offsetNote(off)})
 			case "stopped leading":
 				c.h.Add(chaos.Event{T: l.Time, Kind: chaos.KindLeader, Phase: "lost", Replica: r.Name, Epoch: l.Int("epoch"), Note: l.Str("reason")})

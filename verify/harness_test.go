@@ -569,7 +569,12 @@ type StartOpt func(*startOpts)
 type startOpts struct {
 	env      []string
 	redisURL string
+	logLevel string
 }
+
+// WithLogLevel runs the replica with --log-level level (debug: also each
+// lease renewal, which the chaos run records).
+func WithLogLevel(level string) StartOpt { return func(o *startOpts) { o.logLevel = level } }
 
 // WithEnv adds KEY=VALUE to the replica's environment.
 func WithEnv(kv string) StartOpt { return func(o *startOpts) { o.env = append(o.env, kv) } }
@@ -600,6 +605,9 @@ func (f *Fleet) TryStart(name string, opts ...StartOpt) (*Replica, error) {
 		fn(&o)
 	}
 	args := []string{"run", "--config", f.cfgPath, "--replica", name, "--listen", "127.0.0.1:0", "--log-format", "json"}
+	if o.logLevel != "" {
+		args = append(args, "--log-level", o.logLevel)
+	}
 	if o.redisURL != "" { // none: the backend of the configuration file
 		args = append(args, "--redis", o.redisURL)
 	}

@@ -111,15 +111,43 @@ func TestRunTwice(t *testing.T) {
 	t.Run("a kill of another replica", func(t *testing.T) {
 		wantOnly(t, Check(cutRun(clean()).add(kill("kill9", "r1")).events()), []string{VRunTwice}, none)
 	})
-	t.Run("a kill of its worker before the first run", func(t *testing.T) {
+	// The first start's worker could not reach the store: its liveness
+	// lapsed and another worker took the tick over.
+	for _, f := range []struct{ name, target string }{
+		{"latency", "r2"}, {"partition", "r2"}, {"store-kill", "store"}, {"store-restart", "store"}, {"failover", "primary"},
+	} {
+		t.Run("documented: "+f.name+" of "+f.target, func(t *testing.T) {
+			r := Check(cutRun(clean()).add(kill(f.name, f.target),
+				Event{T: at(6 * time.Second), Kind: KindFault, Fault: f.name, Phase: "end", Target: f.target}).events())
+			wantOnly(t, r, none, none)
+			if r.Totals.Reruns != 1 {
+				t.Fatalf("totals %+v", r.Totals)
+			}
+		})
+	}
+	t.Run("latency of another replica", func(t *testing.T) {
+		wantOnly(t, Check(cutRun(clean()).add(kill("latency", "r1")).events()), []string{VRunTwice}, none)
+	})
+	t.Run("a store fault over before the first start", func(t *testing.T) {
+		h := cutRun(clean()).add(
+			Event{T: at(2 * time.Second), Kind: KindFault, Fault: "store-kill", Phase: "start", Target: "store"},
+			Event{T: at(2500 * time.Millisecond), Kind: KindFault, Fault: "store-kill", Phase: "end", Target: "store"})
+		wantOnly(t, Check(h.events()), []string{VRunTwice}, none)
+	})
+	t.Run("documented: its worker killed just before the first start was logged", func(t *testing.T) {
 		k := kill("kill9", "r2")
-		k.T = at(3 * time.Second)
+		k.T = at(4020*time.Millisecond - StartSlack + 10*time.Millisecond)
+		wantOnly(t, Check(cutRun(clean()).add(k).events()), none, none)
+	})
+	t.Run("a kill of its worker more than StartSlack before the first run", func(t *testing.T) {
+		k := kill("kill9", "r2")
+		k.T = at(4020*time.Millisecond - StartSlack - 10*time.Millisecond)
 		wantOnly(t, Check(cutRun(clean()).add(k).events()), []string{VRunTwice}, none)
 	})
-	t.Run("after an OK end, a kill of its worker after DoneGrace", func(t *testing.T) {
+	t.Run("after an OK end, a kill of its worker after the second start", func(t *testing.T) {
 		slot := ms(4 * time.Second)
 		k := kill("kill9", "r2")
-		k.T = at(6 * time.Second)
+		k.T = at(7500 * time.Millisecond)
 		h := clean().add(k,
 			Event{T: at(7 * time.Second), Kind: KindRunStart, Job: "dup", Slot: slot, Attempt: 1, Worker: "r3", PID: 300})
 		r := Check(h.events())
@@ -145,11 +173,11 @@ func TestRunTwice(t *testing.T) {
 			t.Fatalf("totals %+v, documented %+v", r.Totals, r.Documented)
 		}
 	})
-	t.Run("documented: after an OK end, its worker killed within DoneGrace", func(t *testing.T) {
-		wantOnly(t, Check(okTwice("kill9", 4050*time.Millisecond+DoneGrace).events()), none, []string{VRunTwice})
+	t.Run("documented: after an OK end, its worker killed before the second start", func(t *testing.T) {
+		wantOnly(t, Check(okTwice("kill9", 6*time.Second).events()), none, []string{VRunTwice})
 	})
-	t.Run("after an OK end, its worker cut off later", func(t *testing.T) {
-		wantOnly(t, Check(okTwice("partition", 4060*time.Millisecond+DoneGrace).events()), []string{VRunTwice}, none)
+	t.Run("after an OK end, its worker cut off after the second start", func(t *testing.T) {
+		wantOnly(t, Check(okTwice("partition", 7100*time.Millisecond).events()), []string{VRunTwice}, none)
 	})
 	t.Run("after an OK end, a fault of another replica", func(t *testing.T) {
 		h := okTwice("", 0).add(Event{T: at(4040 * time.Millisecond), Kind: KindFault, Fault: "partition", Phase: "start", Target: "r1"})
@@ -468,6 +496,28 @@ func TestBackfillsAndTriggers(t *testing.T) {
 			Event{T: at(6100 * time.Millisecond), Kind: KindRunStart, Job: "dup", Slot: slot, Tick: "dup:" + itoa(slot), Attempt: 1, Worker: "r2"})
 		wantOnly(t, Check(h.events()), []string{VNeverRun}, none)
 	})
+	// A backfill within Settle of the slot's due time (Settle is 2 s)
+	// claimed the slot before the leader could: the leader's claim found
+	// it taken.
+	early := func(job string) Event {
+		e := backfill(job)
+		e.T = at(4900 * time.Millisecond)
+		return e
+	}
+	t.Run("a duplicate slot a backfill enqueued within Settle", func(t *testing.T) {
+		wantOnly(t, Check(clean().drop(lost("dupq")).add(early("dupq")).events()), none, none)
+	})
+	t.Run("a run job's slot a backfill enqueued within Settle, then run", func(t *testing.T) {
+		h := clean().drop(lost("dup")).add(early("dup"),
+			Event{T: at(5 * time.Second), Kind: KindRunStart, Job: "dup", Slot: slot, Tick: "dup:" + itoa(slot), Attempt: 1, Worker: "r2"})
+		wantOnly(t, Check(h.events()), none, none)
+	})
+	t.Run("a missed slot a backfill enqueued within Settle", func(t *testing.T) {
+		wantOnly(t, Check(clean().drop(lost("miss")).add(early("miss")).events()), none, none)
+	})
+	t.Run("a backfill within Settle of a slot the scheduler fired", func(t *testing.T) {
+		wantOnly(t, Check(clean().add(early("dupq")).events()), []string{VEnqueuedTwice}, none)
+	})
 	t.Run("a missed slot a backfill filled is still uncounted", func(t *testing.T) {
 		wantOnly(t, Check(clean().drop(lost("miss")).add(backfill("miss")).events()), []string{VMissedUncounted}, none)
 	})
@@ -520,4 +570,41 @@ func TestMissedCounters(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A job with no history: r1 leads from t0 and is killed at t0+0.5s
+// before it fired any slot; the slots t0+1s..t0+3s are never enqueued.
+func TestNoHistoryHead(t *testing.T) {
+	head := func(acquired time.Duration) *hist {
+		h := clean().drop(func(e Event) bool {
+			return e.Kind == KindLeader && e.Phase == "renewed" ||
+				e.Slot != 0 && e.Slot <= ms(3*time.Second)
+		}).add(Event{T: at(500 * time.Millisecond), Kind: KindFault, Fault: "kill9", Phase: "start", Target: "r1"})
+		if acquired > 0 {
+			h.add(Event{T: at(acquired), Kind: KindLeader, Phase: "acquired", Replica: "r3", Epoch: 8, TrustUntil: at(acquired + 2700*time.Millisecond)})
+			for s := acquired + time.Second; s < h.length; s += time.Second {
+				h.add(Event{T: at(s), Kind: KindLeader, Phase: "renewed", Replica: "r3", Epoch: 8, TrustUntil: at(s + 2700*time.Millisecond)})
+			}
+		}
+		return h
+	}
+	t.Run("documented: a new leader after the first leader fired nothing", func(t *testing.T) {
+		r := Check(head(3500 * time.Millisecond).events())
+		wantOnly(t, r, none, []string{VNeverRun, VNeverRun, VMissedUncounted})
+		if d := r.Documented[0]; d.Job != "dup" || d.Slot != ms(time.Second) || !strings.Contains(d.Desc, "3 slots") {
+			t.Fatalf("documented %+v", d)
+		}
+	})
+	t.Run("no leader change: the first slots are missing", func(t *testing.T) {
+		h := head(0).add(Event{T: at(0), Kind: KindLeader, Phase: "renewed", Replica: "r1", Epoch: 7, TrustUntil: at(20 * time.Second)})
+		h.drop(func(e Event) bool { return e.Kind == KindFault })
+		wantOnly(t, Check(h.events()), []string{VNeverRun, VNeverRun, VMissedUncounted}, none)
+	})
+	t.Run("slots due after the new leader started are missing", func(t *testing.T) {
+		r := Check(head(1500 * time.Millisecond).events())
+		wantOnly(t, r, []string{VNeverRun, VNeverRun, VMissedUncounted}, []string{VNeverRun, VNeverRun, VMissedUncounted})
+		if v := r.Violations[0]; v.Slot != ms(2*time.Second) {
+			t.Fatalf("violation %+v", v)
+		}
+	})
 }

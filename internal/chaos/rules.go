@@ -12,8 +12,11 @@
 // or enqueue's Job and Slot, or read from a tick id "job:slot"), a
 // trigger's by its tick id (TickKind "trigger", or any id not of the form
 // "job:slot"). A slot counts as fired by the scheduler only through an
-// enqueue without TickKind: a backfill fills no gap for the checks below. A job's expected slots are From, From+Every, ... up to the end
-// event's T minus Bounds.Settle. A store failover fault is a fault named
+// enqueue without TickKind, or a backfill's enqueue made within
+// Bounds.Settle of the slot's due time (it took the slot's claim before
+// the leader, which then finds the slot claimed and skips it); a later
+// backfill fills no gap for the checks below. A job's expected slots are
+// From, From+Every, ... up to the end event's T minus Bounds.Settle. A store failover fault is a fault named
 // failover, store-kill or store-restart; a fault is active from its start
 // to its end event (an instantaneous one, or one never ended other than
 // stop, partition, latency, skew and failover, only at its start).
@@ -21,28 +24,32 @@
 // enqueued_twice: two enqueue events of the same tick with different
 // entries (or without an Entry: two events without one are two
 // observations). The same entry seen again is one observation. A
-// backfill that enqueues a slot the scheduler fired is one too. Under
+// backfill that enqueues a slot the scheduler fired is one too (since
+// da80d72 a backfill skips the slots the run ledger records; histories
+// made before show such re-enqueues of slots older than the tick
+// records' retention). Under
 // Bounds.AsyncLoss, a second enqueue when a store failover fault was
 // active between the two is documented (an acknowledged claim lost with
 // the old primary), not a violation.
 //
 // run_twice: each run_start of a tick after its first is judged against
-// the earlier ones. After a run_end with OK=true of the tick it is a
-// violation, unless a fault kill9, worker-kill, term, stop or partition
-// targeting that run's worker (see below) was active between that run's
-// start and DoneGrace (1s) after its end: the README's first case, the
-// side effect done and the worker killed or cut off before its done
-// record (a run_end is the handler's or command's end, not the record;
-// listed as documented, counted in Totals.Reruns). Otherwise each
-// earlier run must have ended (a run_end, OK false or absent, of the same
-// worker, and the same PID and attempt where both give them) before it
-// started: that is a retry. An earlier run still open is allowed only when
-// a fault kill9, worker-kill, term, stop or partition whose Target is that
-// run's Worker (or its PID, as "N" or "pid:N") was active between the two
-// starts: the README's case of a worker killed, cut off or stalled mid-run
-// (counted as Totals.Reruns), or, under AsyncLoss, when the tick was
-// enqueued twice across a failover (documented) and a store failover fault
-// was active between the two starts. Anything else is a violation.
+// the earlier ones. A run after a failed end of the same worker (a
+// run_end with OK false or absent, of the same worker, and the same PID
+// and attempt where both give them) is a retry. Any other second start is
+// documented (the README's "a handler can still run twice": a worker
+// killed, stalled or cut off from the store between its side effect and
+// its done record, whose liveness lapses so that another worker takes its
+// tick over; counted in Totals.Reruns) when, between the earlier run's
+// start less StartSlack (1s) and the second start, a fault could have
+// lapsed the earlier worker's liveness: a kill9, worker-kill, term, stop,
+// partition or latency whose Target is that run's Worker (or its PID, as
+// "N" or "pid:N"), or a store failover fault (any target). The earlier run
+// is the one that ended OK when the tick completed before; else each run
+// still open. StartSlack allows for a run started just before its replica
+// was killed being logged a few milliseconds after the kill event. Under
+// AsyncLoss, a tick enqueued twice across a failover (documented) and run
+// again across a store failover fault is documented too. Anything else is
+// a violation.
 //
 // never_run: each expected slot of a prefer: duplicate job must have a
 // run_start (a job with Run; and, when the slot was enqueued at all, a
@@ -50,6 +57,15 @@
 // missing slots are one finding. Under AsyncLoss, missing slots with a
 // store failover fault active between the first one's due time minus
 // MaxSkew and the last one's plus Settle are documented.
+//
+// A job with no history (never_run and missed_uncounted): the expected
+// slots before the job's first slot with a scheduled enqueue or a missed
+// event, due before (plus MaxSkew) a leader "acquired" event that came
+// after the first expected slot was due and before that first slot, are
+// documented, not judged: the first leader fired nothing of the job, so
+// the next one started after its own start (README: "a job with no
+// history starts with the first slot after the leader starts";
+// docs/design.md: the slots in between are not counted as missed).
 //
 // missed_uncounted: for a prefer: missed job, the uncovered slots are its
 // expected slots without an enqueue and without a missed event of that

@@ -11,18 +11,22 @@ import (
 const (
 	docAsyncLoss = "README guarantees, Redis failover: an acknowledged claim lost with the old primary (Bounds.AsyncLoss)"
 	docRerun     = "README, what a worker guarantees: a handler can run twice when its worker is killed, cut off or stalled mid-run"
+	docNoHistory = "README and docs/design.md: a job with no history starts with the first slot after its leader starts; if the leader changes before the job's first tick, the slots in between are not counted as missed"
 )
 
-// Faults after which a run of the faulted worker may start again
-// elsewhere (docRerun): its process killed (kill9, worker-kill, term:
-// the handler is cut when its bound is up), stalled (stop) or cut off
-// from the store (partition).
-var rerunFaults = map[string]bool{"kill9": true, "worker-kill": true, "term": true, "stop": true, "partition": true}
+// Faults of a run's worker after which its tick may start again
+// elsewhere (docRerun), because they can lapse the worker's liveness: its
+// process killed (kill9, worker-kill, term: the handler is cut when its
+// bound is up), stalled (stop), or its path to the store cut (partition)
+// or slowed (latency). A store failover fault (failoverFaults, any
+// target) lapses every worker's liveness too.
+var rerunFaults = map[string]bool{"kill9": true, "worker-kill": true, "term": true, "stop": true, "partition": true, "latency": true}
 
-// DoneGrace is how long after its handler returns a worker may still be
-// writing the tick's done record: a fault of the worker up to then can
-// leave a run that completed without its record, to be run again.
-const DoneGrace = time.Second
+// StartSlack is how long before a run's start event a fault of its
+// worker still counts as coming after the start: a run started just
+// before its replica was killed is logged, and so recorded, a few
+// milliseconds after the kill.
+const StartSlack = time.Second
 
 // workerTargets are the fault targets that hit a run: its worker, or its
 // command's PID ("N" or "pid:N").
@@ -32,6 +36,18 @@ func workerTargets(run Event) []string {
 		t = append(t, strconv.Itoa(run.PID), "pid:"+strconv.Itoa(run.PID))
 	}
 	return t
+}
+
+// lapsed returns a fault that could have lapsed the liveness of run's
+// worker between run's start (less StartSlack) and to: a rerunFaults
+// fault targeting its worker or PID, or a store failover fault; -1 when
+// none.
+func (h *history) lapsed(run Event, to time.Time) int {
+	from := run.T.Add(-StartSlack)
+	if fi := h.faultIn(rerunFaults, workerTargets(run), from, to); fi >= 0 {
+		return fi
+	}
+	return h.faultIn(failoverFaults, nil, from, to)
 }
 
 // checkTicks finds ticks enqueued twice.
@@ -60,7 +76,11 @@ func (h *history) checkTicks() {
 		if len(h.enq[k]) == 0 {
 			keys = append(keys, k)
 		}
-		if e.TickKind == "" {
+		// A backfill that claimed a slot within Settle of its due time
+		// took the scheduler's claim (the same tick id): the leader then
+		// finds the slot claimed and does not enqueue it again, so the
+		// backfill counts as its firing. A later one fills no gap.
+		if e.TickKind == "" || e.TickKind == "backfill" && e.Slot != 0 && !e.T.After(time.UnixMilli(e.Slot).Add(h.bounds.Settle)) {
 			h.sched[k] = true
 		}
 		h.enq[k] = append(h.enq[k], i)
@@ -161,12 +181,14 @@ func (h *history) judgeRun(k string, before []int, j int, endOf, startOf map[int
 		f.Events = []int{o, j}
 		f.Desc = fmt.Sprintf("%s started again (attempt %d on %s) after it completed OK at %s on %s",
 			tickName(again), again.Attempt, again.Worker, clock(end.T), end.Worker)
-		// Its worker cut off, stalled or killed before it could write the
-		// done record: the README's first case.
+		// Its worker killed, stalled or cut off from the store between
+		// the two starts: its liveness may have lapsed before its done
+		// record was written, and another worker took the tick over (the
+		// README's first case).
 		if s, ok := startOf[o]; ok {
-			if fi := h.faultIn(rerunFaults, workerTargets(h.ev[s]), h.ev[s].T, end.T.Add(DoneGrace)); fi >= 0 {
+			if fi := h.lapsed(h.ev[s], again.T); fi >= 0 {
 				f.Documented = docRerun
-				f.Desc += fmt.Sprintf(": %s of %s at %s, before its done record", h.faults[fi].name, end.Worker, clock(h.faults[fi].start))
+				f.Desc += fmt.Sprintf(": %s of %s at %s, between the two starts", h.faults[fi].name, h.faults[fi].target, clock(h.faults[fi].start))
 				f.Events = append(f.Events, s, h.faults[fi].i)
 				h.documented(f)
 				afterOK = true
@@ -186,7 +208,7 @@ func (h *history) judgeRun(k string, before []int, j int, endOf, startOf map[int
 			continue // it failed before this one started: a retry
 		}
 		first := h.ev[i]
-		if fi := h.faultIn(rerunFaults, workerTargets(first), first.T, again.T); fi >= 0 {
+		if fi := h.lapsed(first, again.T); fi >= 0 {
 			rerun = true
 			continue
 		}
@@ -203,7 +225,7 @@ func (h *history) judgeRun(k string, before []int, j int, endOf, startOf map[int
 		}
 		f := base
 		f.Events = []int{i, j}
-		f.Desc = fmt.Sprintf("%s started again (attempt %d on %s, pid %d) while its run on %s (attempt %d, pid %d, started %v before) had not ended, and no fault hit %s between them",
+		f.Desc = fmt.Sprintf("%s started again (attempt %d on %s, pid %d) while its run on %s (attempt %d, pid %d, started %v before) had not ended, and no fault could have lapsed %s's liveness between them",
 			tickName(again), again.Attempt, again.Worker, again.PID, first.Worker, first.Attempt, first.PID, again.T.Sub(first.T), first.Worker)
 		h.violation(f)
 		return
@@ -271,12 +293,80 @@ func (h *history) checkSlots() {
 		}
 		jt.Missing = len(missing)
 		h.rep.Jobs = append(h.rep.Jobs, jt)
+		if head, ai := h.noHistory(name, exp, missed); len(head) > 0 {
+			missing, uncovered = without(missing, head), without(uncovered, head)
+			kind := VMissedUncounted
+			if j.Prefer == "duplicate" {
+				kind = VNeverRun
+			}
+			a := h.ev[ai]
+			h.documented(Finding{Kind: kind, Job: name, Slot: head[0], T: time.UnixMilli(head[0]), Events: []int{ai},
+				Documented: docNoHistory,
+				Desc: fmt.Sprintf("%d slots of %s (%s to %s) before its first tick, not fired: no leader had fired the job when %s acquired the lease at %s",
+					len(head), name, clock(time.UnixMilli(head[0])), clock(time.UnixMilli(head[len(head)-1])), a.Replica, clock(a.T))})
+		}
 		if j.Prefer == "duplicate" {
 			h.neverRun(j, missing)
 		} else {
 			h.uncounted(j, uncovered, counted[name])
 		}
 	}
+}
+
+// noHistory returns the expected slots exp of a job before its first
+// slot with a scheduled enqueue or a missed event (the first the fleet
+// accounted for), when a leader acquired the lease after the first of
+// them was due and before that first slot: the job had no history, so the
+// new leader started after its own start (docNoHistory). Only the slots
+// due before that acquisition (plus MaxSkew) are returned, with the index
+// of the acquired event; none when the first slot was accounted for.
+func (h *history) noHistory(name string, exp []int64, missed map[string]int) ([]int64, int) {
+	if len(exp) == 0 {
+		return nil, -1
+	}
+	first := -1
+	for n, s := range exp {
+		k := name + ":" + strconv.FormatInt(s, 10)
+		if _, gone := missed[k]; h.sched[k] || gone {
+			first = n
+			break
+		}
+	}
+	if first <= 0 {
+		return nil, -1
+	}
+	from, to := time.UnixMilli(exp[0]), time.UnixMilli(exp[first])
+	ai := -1
+	for i, e := range h.ev {
+		if e.Kind == KindLeader && e.Phase == "acquired" && e.T.After(from) && !e.T.After(to) {
+			ai = i // the latest such
+		}
+	}
+	if ai < 0 {
+		return nil, -1
+	}
+	var head []int64
+	for _, s := range exp[:first] {
+		if !time.UnixMilli(s).After(h.ev[ai].T.Add(h.bounds.MaxSkew)) {
+			head = append(head, s)
+		}
+	}
+	return head, ai
+}
+
+// without returns s without the values in drop.
+func without(s, drop []int64) []int64 {
+	d := map[int64]bool{}
+	for _, v := range drop {
+		d[v] = true
+	}
+	var out []int64
+	for _, v := range s {
+		if !d[v] {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // neverRun reports a prefer: duplicate job's missing slots, one finding

@@ -129,7 +129,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `onetick: a highly available periodic-job scheduler
 
 Usage:
-  onetick run --config FILE [--listen ADDR] [--replica ID] [--redis URL] [--role both|scheduler|worker] [--log-format text|json]
+  onetick run --config FILE [--listen ADDR] [--replica ID] [--redis URL] [--role both|scheduler|worker] [--log-format text|json] [--log-level debug|info|warn|error]
   onetick status --config FILE [--json] [--redis URL]
   onetick repair --config FILE [--apply] [--wait DURATION] [--redis URL]
   onetick jobs --config FILE [--json]
@@ -189,12 +189,19 @@ func version() string {
 	return "dev"
 }
 
-func newLogger(w io.Writer, format string) (*slog.Logger, error) {
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if level != "" {
+		if err := lv.UnmarshalText([]byte(level)); err != nil {
+			return nil, badInput("--log-level: must be debug, info, warn or error, got %q", level)
+		}
+	}
+	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "", "text":
-		return slog.New(slog.NewTextHandler(w, nil)), nil
+		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, nil)), nil
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, badInput("--log-format: must be text or json, got %q", format)
 }

@@ -73,6 +73,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	replica := fs.String("replica", "", "replica identity shown in logs and status (default host:pid:random)")
 	redisURL := fs.String("redis", "", "Redis URL, overrides backend.redis.url and ONETICK_REDIS_URL")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error (debug adds each lease renewal)")
 	role := fs.String("role", "", "both (schedule when leading, and work), scheduler or worker; overrides role in the file")
 	data := fs.String("data", "", "the embedded backend's state file (default: backend.file.path, else $STATE_DIRECTORY/onetick.db, $XDG_STATE_HOME/onetick/onetick.db or ~/.local/state/onetick/onetick.db)")
 	inMemory := fs.Bool("memory", false, "keep the embedded backend's state in memory only (lost on exit; for tests and demos)")
@@ -89,7 +90,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 		return badInput("%v", err)
 	}
 	defer stopProfiles()
-	log, err := newLogger(env.Stderr, *logFormat)
+	log, err := newLogger(env.Stderr, *logFormat, *logLevel)
 	if err != nil {
 		return err
 	}
