@@ -11,7 +11,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -101,36 +100,7 @@ func startOnetickEtcd(endpoint, keyPrefix string, id int, jobs []onetick.Job, r 
 	if err != nil {
 		return nil, err
 	}
-	be := &gatedBackend{Backend: b, g: &gate{}}
-	inst := &otPGInst{g: be.g, be: be, done: make(chan struct{})}
-	if logs == nil {
-		logs = &logCounter{}
-	}
-	cfg := onetick.Config{Backend: be, Replica: "r" + strconv.Itoa(id), Jobs: jobs, Logger: slog.New(logs)}
-	if r != nil {
-		cfg.Sink = onetick.SinkFunc(func(_ context.Context, ticks []onetick.TickRecord) error {
-			now := time.Now().UnixNano()
-			xs := make([]rec, len(ticks))
-			for k, t := range ticks {
-				xs[k] = rec{job: jobIndex(t.Job), inst: int32(id), slot: int64(t.Slot), at: now}
-			}
-			r.addBatch(xs)
-			return nil
-		})
-	}
-	s, err := onetick.New(cfg)
-	if err != nil {
-		_ = b.Close()
-		return nil, err
-	}
-	inst.s = s
-	ctx, cancel := context.WithCancel(context.Background())
-	inst.cancel = cancel
-	go func() {
-		defer close(inst.done)
-		runEnded(ctx, s.Run(ctx), logs)
-	}()
-	return inst, nil
+	return startOnetickOn(b, id, jobs, onetick.LeaseConfig{}, r, logs)
 }
 
 // etcdSection runs the etcd part and returns its markdown.

@@ -98,26 +98,22 @@ func startOnetickPG(schema string, id int, jobs []onetick.Job, lease onetick.Lea
 	if err != nil {
 		return nil, err
 	}
-	be := &gatedBackend{Backend: pg, g: &gate{}} // the same gate as on Redis
+	return startOnetickOn(pg, id, jobs, lease, r, logs)
+}
+
+// startOnetickOn starts replica id of jobs on the store b (closed when it
+// fails to start), behind a gate (the same as on Redis); r, if set,
+// records each claimed tick when the sink receives it.
+func startOnetickOn(b onetick.Backend, id int, jobs []onetick.Job, lease onetick.LeaseConfig, r *recorder, logs *logCounter) (*otPGInst, error) {
+	be := &gatedBackend{Backend: b, g: &gate{}}
 	inst := &otPGInst{g: be.g, be: be, done: make(chan struct{})}
 	if logs == nil {
 		logs = &logCounter{}
 	}
-	cfg := onetick.Config{Backend: be, Replica: "r" + strconv.Itoa(id), Jobs: jobs, Lease: lease, Logger: slog.New(logs)}
-	if r != nil {
-		cfg.Sink = onetick.SinkFunc(func(_ context.Context, ticks []onetick.TickRecord) error {
-			now := time.Now().UnixNano()
-			xs := make([]rec, len(ticks))
-			for k, t := range ticks {
-				xs[k] = rec{job: jobIndex(t.Job), inst: int32(id), slot: int64(t.Slot), at: now}
-			}
-			r.addBatch(xs)
-			return nil
-		})
-	}
+	cfg := onetick.Config{Backend: be, Replica: "r" + strconv.Itoa(id), Jobs: jobs, Lease: lease, Logger: slog.New(logs), Sink: recordingSink(r, id)}
 	s, err := onetick.New(cfg)
 	if err != nil {
-		_ = pg.Close()
+		_ = b.Close()
 		return nil, err
 	}
 	inst.s = s

@@ -175,17 +175,7 @@ func startOnetick(srv *redisServer, id int, o otOptions, r *recorder) (*otInst, 
 			}
 		},
 	}
-	if r != nil {
-		cfg.Sink = onetick.SinkFunc(func(_ context.Context, ticks []onetick.TickRecord) error {
-			now := time.Now().UnixNano()
-			xs := make([]rec, len(ticks))
-			for k, t := range ticks {
-				xs[k] = rec{job: jobIndex(t.Job), inst: int32(id), slot: int64(t.Slot), at: now}
-			}
-			r.addBatch(xs)
-			return nil
-		})
-	}
+	cfg.Sink = recordingSink(r, id)
 	s, err := onetick.New(cfg)
 	if err != nil {
 		_ = c.Close()
@@ -238,4 +228,21 @@ func otStoreRecs(ctx context.Context, c *goredis.Client, n int) ([]rec, error) {
 		}
 	}
 	return out, nil
+}
+
+// recordingSink records each tick replica id claimed in r when the sink
+// receives it; nil when r is nil.
+func recordingSink(r *recorder, id int) onetick.Sink {
+	if r == nil {
+		return nil
+	}
+	return onetick.SinkFunc(func(_ context.Context, ticks []onetick.TickRecord) error {
+		now := time.Now().UnixNano()
+		xs := make([]rec, len(ticks))
+		for k, t := range ticks {
+			xs[k] = rec{job: jobIndex(t.Job), inst: int32(id), slot: int64(t.Slot), at: now}
+		}
+		r.addBatch(xs)
+		return nil
+	})
 }
