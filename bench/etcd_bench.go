@@ -172,22 +172,9 @@ func (e *env) etcdSection(ctx context.Context) (string, error) {
 		key string
 		r   bigResult
 	}{{"redis", rb}, {"pg", pb}, {"etcd", eb}} {
-		if x.r.err != nil {
-			rThr.text(x.key, "error: %v", x.r.err)
-			continue
+		if n := bigRows(rThr, rBig, x.key, t.title[x.key], bigN, x.r); n != "" {
+			notes = append(notes, n)
 		}
-		rThr.set(x.key, cell{text: fmt.Sprintf("%.0f (%d in %s; first claim after %s)", x.r.thr, x.r.firstCount, fmtDur(x.r.firstSpan), fmtDur(x.r.firstFirst)), vals: []float64{x.r.thr}})
-		if len(x.r.ds) > 0 {
-			rBig.set(x.key, cell{text: fmtDur(pct(x.r.ds, 50)) + " / " + fmtDur(pct(x.r.ds, 99)), vals: []float64{pct(x.r.ds, 50).Seconds(), pct(x.r.ds, 99).Seconds()}})
-		} else {
-			rBig.text(x.key, "none: no slot after the first was claimed within the run")
-		}
-		var spans []string
-		for _, sl := range x.r.slots {
-			spans = append(spans, fmt.Sprintf("%s: %d in %s", time.UnixMilli(sl.slot).UTC().Format("15:04:05"), sl.count, fmtDur(sl.span)))
-		}
-		notes = append(notes, fmt.Sprintf("%s, %d jobs: first slot %d ticks, the last %s after the slot; later slots (ticks, slot → last claim): %s.",
-			t.title[x.key], bigN, x.r.firstCount, fmtDur(x.r.firstSpan), strings.Join(spans, "; ")))
 	}
 	fmt.Fprintf(&out, "Each other column's figure is followed by its ratio **column / onetick on Redis** in brackets: above 1 the number is larger (worse for delays, better for throughput).\n\n")
 	out.WriteString(t.markdown())

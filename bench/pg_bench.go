@@ -413,22 +413,9 @@ func (e *env) postgresSection(ctx context.Context) (string, error) {
 		key string
 		r   bigResult
 	}{{"redis", rb}, {"pg", pb}} {
-		if x.r.err != nil {
-			rThr.text(x.key, "error: %v", x.r.err)
-			continue
+		if n := bigRows(rThr, rBig, x.key, t2.title[x.key], bigN, x.r); n != "" {
+			notes2 = append(notes2, n)
 		}
-		rThr.set(x.key, cell{text: fmt.Sprintf("%.0f (%d in %s; first claim after %s)", x.r.thr, x.r.firstCount, fmtDur(x.r.firstSpan), fmtDur(x.r.firstFirst)), vals: []float64{x.r.thr}})
-		if len(x.r.ds) > 0 {
-			rBig.set(x.key, cell{text: fmtDur(pct(x.r.ds, 50)) + " / " + fmtDur(pct(x.r.ds, 99)), vals: []float64{pct(x.r.ds, 50).Seconds(), pct(x.r.ds, 99).Seconds()}})
-		} else {
-			rBig.text(x.key, "none: no slot after the first was claimed within the run")
-		}
-		var spans []string
-		for _, sl := range x.r.slots {
-			spans = append(spans, fmt.Sprintf("%s: %d in %s", time.UnixMilli(sl.slot).UTC().Format("15:04:05"), sl.count, fmtDur(sl.span)))
-		}
-		notes2 = append(notes2, fmt.Sprintf("%s, %d jobs: first slot %d ticks, the last %s after the slot; later slots (ticks, slot → last claim): %s.",
-			t2.title[x.key], bigN, x.r.firstCount, fmtDur(x.r.firstSpan), strings.Join(spans, "; ")))
 	}
 	fmt.Fprintf(&out, "\n### onetick on PostgreSQL against onetick on Redis\n\nThe PostgreSQL figure is followed by its ratio **PostgreSQL / Redis** in brackets: above 1 PostgreSQL's number is larger (worse for delays, better for throughput).\n\n")
 	out.WriteString(t2.markdown())
@@ -448,4 +435,25 @@ func dupCellPG(st slotStats) cell {
 		text += fmt.Sprintf(" (%d job-slots, up to %d×)", st.dupSlots, st.maxPerSlot)
 	}
 	return cell{text: text, vals: []float64{float64(st.dups)}}
+}
+
+// bigRows fills column key of the throughput and delay rows from r, a
+// burst of n jobs, and returns the run's note ("" when it failed).
+func bigRows(rThr, rBig *row, key, title string, n int, r bigResult) string {
+	if r.err != nil {
+		rThr.text(key, "error: %v", r.err)
+		return ""
+	}
+	rThr.set(key, cell{text: fmt.Sprintf("%.0f (%d in %s; first claim after %s)", r.thr, r.firstCount, fmtDur(r.firstSpan), fmtDur(r.firstFirst)), vals: []float64{r.thr}})
+	if len(r.ds) > 0 {
+		rBig.set(key, cell{text: fmtDur(pct(r.ds, 50)) + " / " + fmtDur(pct(r.ds, 99)), vals: []float64{pct(r.ds, 50).Seconds(), pct(r.ds, 99).Seconds()}})
+	} else {
+		rBig.text(key, "none: no slot after the first was claimed within the run")
+	}
+	var spans []string
+	for _, sl := range r.slots {
+		spans = append(spans, fmt.Sprintf("%s: %d in %s", time.UnixMilli(sl.slot).UTC().Format("15:04:05"), sl.count, fmtDur(sl.span)))
+	}
+	return fmt.Sprintf("%s, %d jobs: first slot %d ticks, the last %s after the slot; later slots (ticks, slot → last claim): %s.",
+		title, n, r.firstCount, fmtDur(r.firstSpan), strings.Join(spans, "; "))
 }
