@@ -79,6 +79,10 @@ if [ ! -e /usr/sbin/policy-rc.d ]; then
   $SUDO chmod +x /usr/sbin/policy-rc.d
   trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
 fi
+# Two runs at once (two `make chaos` lanes, say) would fight over apt's
+# lock: the second waits for the first here, then finds little to do.
+exec 9>"${TMPDIR:-/tmp}/onetick-install-deps.lock"
+flock 9
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
 command -v redis-server >/dev/null
