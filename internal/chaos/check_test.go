@@ -176,6 +176,31 @@ func TestRunTwice(t *testing.T) {
 	t.Run("documented: after an OK end, its worker killed before the second start", func(t *testing.T) {
 		wantOnly(t, Check(okTwice("kill9", 6*time.Second).events()), none, []string{VRunTwice})
 	})
+	// dup's slot at t0+1s ran OK on r2 (ended t0+1.05s), then again on
+	// r3 at t0+9s, with a fault of r2 (or of the store) at `at`.
+	lateTwice := func(fault, target string, start time.Duration) *hist {
+		h := clean().add(Event{T: at(9 * time.Second), Kind: KindRunStart, Job: "dup", Slot: ms(time.Second), Attempt: 1, Worker: "r3", PID: 300})
+		return h.add(Event{T: at(start), Kind: KindFault, Fault: fault, Phase: "start", Target: target},
+			Event{T: at(start + 500*time.Millisecond), Kind: KindFault, Fault: fault, Phase: "end", Target: target})
+	}
+	t.Run("documented: after an OK end, its worker cut off within DoneSlack", func(t *testing.T) {
+		wantOnly(t, Check(lateTwice("partition", "r2", 1050*time.Millisecond+DoneSlack-100*time.Millisecond).events()), none, []string{VRunTwice})
+	})
+	t.Run("after an OK end, its worker cut off after DoneSlack", func(t *testing.T) {
+		r := Check(lateTwice("partition", "r2", 1050*time.Millisecond+DoneSlack+100*time.Millisecond).events())
+		wantOnly(t, r, []string{VRunTwice}, none)
+		if !strings.Contains(r.Violations[0].Desc, "completed OK") {
+			t.Fatalf("violation %+v", r.Violations[0])
+		}
+	})
+	t.Run("after an OK end, a store kill after DoneSlack", func(t *testing.T) {
+		wantOnly(t, Check(lateTwice("store-kill", "store", 1050*time.Millisecond+DoneSlack+100*time.Millisecond).events()), []string{VRunTwice}, none)
+	})
+	t.Run("documented: after an OK end, an async failover after DoneSlack", func(t *testing.T) {
+		h := lateTwice("failover", "127.0.0.1:1", 1050*time.Millisecond+DoneSlack+100*time.Millisecond)
+		h.bounds.AsyncLoss = true
+		wantOnly(t, Check(h.events()), none, []string{VRunTwice})
+	})
 	t.Run("after an OK end, its worker cut off after the second start", func(t *testing.T) {
 		wantOnly(t, Check(okTwice("partition", 7100*time.Millisecond).events()), []string{VRunTwice}, none)
 	})

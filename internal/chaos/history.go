@@ -128,9 +128,11 @@ type Bounds struct {
 	// Settle is how long before End a slot may still be without an outcome.
 	Settle time.Duration `json:"settle"`
 	// AsyncLoss is true for a store whose documented limit allows a lost
-	// acknowledged claim (async Sentinel / Cluster failover): a slot
+	// acknowledged claim (a Sentinel or Cluster failover, in either
+	// durability mode: README "Redis failover in general"): a slot
 	// enqueued twice across such a failover is reported as the documented
-	// limit, not a violation.
+	// limit, not a violation. (The name is older than the finding that
+	// `replicated` narrows the window without closing it.)
 	AsyncLoss bool `json:"async_loss,omitempty"`
 	// TickRetention is how long a scheduled tick's record is kept (three
 	// intervals of its job, README): a backfill (TickKind "backfill") of

@@ -28,6 +28,14 @@ var rerunFaults = map[string]bool{"kill9": true, "worker-kill": true, "term": tr
 // milliseconds after the kill.
 const StartSlack = time.Second
 
+// DoneSlack is how long after a run's OK end event (logged by the
+// command as it exits) its worker may still be writing the done record:
+// a fault of the worker, or of the store, that starts later than this
+// cannot have kept the record from the store, so it does not excuse a
+// second start of a tick that completed. Generous (five times the
+// runner's 1 s renew period) for a loaded machine.
+const DoneSlack = 5 * time.Second
+
 // workerTargets are the fault targets that hit a run: its worker, or its
 // command's PID ("N" or "pid:N").
 func workerTargets(run Event) []string {
@@ -48,6 +56,22 @@ func (h *history) lapsed(run Event, to time.Time) int {
 		return fi
 	}
 	return h.faultIn(failoverFaults, nil, from, to)
+}
+
+// lapsedBeforeDone is lapsed for a run that ended OK at end: the fault
+// must start before its done record can have been written (end plus
+// DoneSlack) and before to. Under AsyncLoss a store failover fault up to
+// to counts as well: the done record, acknowledged, can be lost with the
+// old primary.
+func (h *history) lapsedBeforeDone(run, end Event, to time.Time) int {
+	by := end.T.Add(DoneSlack)
+	if to.Before(by) {
+		by = to
+	}
+	if fi := h.lapsed(run, by); fi >= 0 || !h.bounds.AsyncLoss {
+		return fi
+	}
+	return h.faultIn(failoverFaults, nil, run.T.Add(-StartSlack), to)
 }
 
 // checkTicks finds ticks enqueued twice.
@@ -186,7 +210,7 @@ func (h *history) judgeRun(k string, before []int, j int, endOf, startOf map[int
 		// record was written, and another worker took the tick over (the
 		// README's first case).
 		if s, ok := startOf[o]; ok {
-			if fi := h.lapsed(h.ev[s], again.T); fi >= 0 {
+			if fi := h.lapsedBeforeDone(h.ev[s], end, again.T); fi >= 0 {
 				f.Documented = docRerun
 				f.Desc += fmt.Sprintf(": %s of %s at %s, between the two starts", h.faults[fi].name, h.faults[fi].target, clock(h.faults[fi].start))
 				f.Events = append(f.Events, s, h.faults[fi].i)
