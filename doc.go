@@ -15,14 +15,19 @@
 //
 // Each replica runs an Elector:
 //
-//	          acquire ok                       ctx done / fenced / renew refused /
-//	standby ───────────────▶ leader ─────────▶ trust deadline passed
+//	          acquire ok                       ctx done / StepDown / fenced /
+//	standby ───────────────▶ leader ─────────▶ renew refused / trust deadline
 //	   ▲  ▲                    │  ▲             │
 //	   │  └─ held: wait for    │  └─ renew ok   ▼
 //	   │     release notice    │     (every    stepping down: stop firing,
 //	   │     or lease expiry   │      Renew)   wait for the in-flight claim,
 //	   │                       │               release (compare-and-delete)
 //	   └───────────────────────┴────────────── unless the store refused us
+//
+// A standby tries to acquire only while ElectorConfig.MayAcquire allows
+// (nil: always); Poke makes it ask again at once. StepDown ends a term the
+// way shutdown does, release included, and returns to standby: a balancer
+// of shards uses the two to move a shard's lease between replicas.
 //
 // Acquire is one atomic store operation that takes a free lease and
 // increments the epoch, storing "holder|epoch", so holder and fencing

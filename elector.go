@@ -32,6 +32,12 @@ type ElectorConfig struct {
 	// OnNewLeader runs whenever the elector sees a different leader (itself
 	// included). It must not block.
 	OnNewLeader func(l Lease)
+	// MayAcquire, if set, gates the standby loop: while it returns false
+	// the elector does not try to acquire (nor learns of other leaders),
+	// and tries again when Poke wakes it, a release is announced, or the
+	// retry period passes. Nil: always. It must not block; a shard's
+	// balancer opens it for the shards it may take.
+	MayAcquire func() bool
 }
 
 // Leadership is one term of this replica as leader.
@@ -44,10 +50,12 @@ type Leadership struct {
 	lost     chan struct{}
 	lostWhy  string // written before lost is closed
 	loseOnce sync.Once
+	resign   chan struct{} // closed by StepDown
+	stepOnce sync.Once
 }
 
 func newLeadership(l Lease, clock clockwork.Clock, deadline time.Time) *Leadership {
-	ld := &Leadership{Lease: l, clock: clock, base: clock.Now(), lost: make(chan struct{})}
+	ld := &Leadership{Lease: l, clock: clock, base: clock.Now(), lost: make(chan struct{}), resign: make(chan struct{})}
 	ld.setDeadline(deadline)
 	return ld
 }
@@ -86,6 +94,7 @@ type Elector struct {
 	log    *slog.Logger
 	offset atomic.Int64 // store clock minus local clock, ns
 	health *health
+	poke   chan struct{} // wakes the standby loop (Poke); coalesced
 
 	mu      sync.Mutex
 	samples []offsetSample // recent clock-offset measurements, oldest first
@@ -120,6 +129,7 @@ func NewElector(cfg ElectorConfig) (*Elector, error) {
 		clock:  cfg.Clock,
 		log:    log,
 		health: newHealth(log, cfg.Metrics, cfg.Clock.Now),
+		poke:   make(chan struct{}, 1),
 	}, nil
 }
 
@@ -152,6 +162,39 @@ func (e *Elector) IsLeader() bool {
 	defer e.mu.Unlock()
 	return e.leading != nil && e.leading.Trusted()
 }
+
+// StepDown ends the current term as a shutdown does, but keeps the
+// elector running: the firing loop stops, the claim in flight finishes,
+// OnStartedLeading returns, then the lease is released (compare-and-delete,
+// the term recorded as released) so that a standby elsewhere takes it at
+// once. The elector then stands by again, gated by MayAcquire: without a
+// gate it may take the lease straight back, so a balancer closes the gate
+// first. StepDown does not wait (OnStoppedLeading reports the end of the
+// term) and may be called from OnStartedLeading. It reports whether a term
+// was being led; in standby it does nothing.
+func (e *Elector) StepDown() bool {
+	e.mu.Lock()
+	ld := e.leading
+	e.mu.Unlock()
+	if ld == nil {
+		return false
+	}
+	ld.stepOnce.Do(func() { close(ld.resign) })
+	return true
+}
+
+// Poke wakes the standby loop to ask MayAcquire and try to acquire now,
+// instead of at the next release notice or retry. Pokes coalesce; a
+// leader ignores them.
+func (e *Elector) Poke() {
+	select {
+	case e.poke <- struct{}{}:
+	default:
+	}
+}
+
+// mayAcquire applies the MayAcquire gate.
+func (e *Elector) mayAcquire() bool { return e.cfg.MayAcquire == nil || e.cfg.MayAcquire() }
 
 // offsetSample is one measurement of the store's clock against ours.
 type offsetSample struct {
@@ -236,9 +279,19 @@ func (e *Elector) standby(ctx context.Context, watch <-chan struct{}) *Leadershi
 	m := e.cfg.Metrics
 	m.setStandby(true)
 	defer m.setStandby(false)
+	select { // a poke from an earlier term: this loop tries at once anyway
+	case <-e.poke:
+	default:
+	}
 	for {
 		if ctx.Err() != nil {
 			return nil
+		}
+		if !e.mayAcquire() {
+			if !e.standbyWait(ctx, watch, e.lease.Retry) {
+				return nil
+			}
+			continue
 		}
 		sent := e.clock.Now()
 		g, err := e.cfg.Backend.Acquire(ctx, e.cfg.Holder, e.lease.TTL)
@@ -269,16 +322,25 @@ func (e *Elector) standby(ctx context.Context, watch <-chan struct{}) *Leadershi
 		default:
 			e.log.Warn("lease acquire failed", "err", err)
 		}
-		t := e.clock.NewTimer(max(wait, time.Millisecond))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !e.standbyWait(ctx, watch, wait) {
 			return nil
-		case <-watch:
-			t.Stop()
-		case <-t.Chan():
 		}
 	}
+}
+
+// standbyWait waits for a release notice, a poke or wait to pass; it
+// reports false when ctx is done.
+func (e *Elector) standbyWait(ctx context.Context, watch <-chan struct{}, wait time.Duration) bool {
+	t := e.clock.NewTimer(max(wait, time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-watch:
+	case <-e.poke:
+	case <-t.Chan():
+	}
+	return true
 }
 
 // noteHistory reports damage of the leadership history that an acquire
@@ -342,6 +404,8 @@ loop:
 			reason = "shutdown"
 		case <-ld.lost:
 			reason, release = ld.lostWhy, false
+		case <-ld.resign:
+			reason = "stepped down"
 		case <-deadline.Chan():
 			reason = "lease no longer trusted (renewals failed until the trust deadline)"
 		case <-renewC:

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -254,6 +256,152 @@ func TestElectorTakeover(t *testing.T) {
 	lc := <-c.started
 	if lc.Lease.Holder != "c" || lc.Lease.Epoch <= lb.Lease.Epoch {
 		t.Fatalf("c leads with %+v", lc.Lease)
+	}
+}
+
+// A standby whose MayAcquire says no never takes the lease, although it is
+// free, the retry timer fires and a release is announced; once the gate
+// opens, Poke makes it acquire at once, with no clock advance.
+func TestElectorGatedStandby(t *testing.T) {
+	fc := clockwork.NewFakeClockAt(t0)
+	mem := memory.New(memory.Options{Clock: fc})
+	var allow atomic.Bool
+	asked := make(chan bool, 64)
+	r := runElector(t, mem, "a", fc, func(c *onetick.ElectorConfig) {
+		c.MayAcquire = func() bool {
+			ok := allow.Load()
+			select {
+			case asked <- ok:
+			default:
+			}
+			return ok
+		}
+	})
+	ctx := context.Background()
+	// stillFree waits for the elector's answer (false) and for its next
+	// wait to begin, then checks that nobody holds the lease.
+	stillFree := func(when string) {
+		t.Helper()
+		if ok := <-asked; ok {
+			t.Fatalf("%s: the gate answered true", when)
+		}
+		block(t, fc, 1) // the retry timer: the loop is back to waiting
+		if info, err := mem.Leader(ctx); err != nil || info.Held {
+			t.Fatalf("%s: a gated standby acquired: %+v, %v", when, info, err)
+		}
+		if r.e.IsLeader() {
+			t.Fatalf("%s: a gated standby says it leads", when)
+		}
+	}
+	stillFree("at start")
+	for i := range 3 {
+		fc.Advance(time.Hour) // past any retry period and TTL
+		stillFree("after retry " + strconv.Itoa(i+1))
+	}
+	// Another replica takes and releases the lease: the release notice
+	// wakes the gated standby, which still does not acquire.
+	g, err := mem.Acquire(ctx, "b", 15*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.Release(ctx, g.Lease); err != nil {
+		t.Fatal(err)
+	}
+	stillFree("after a release notice")
+
+	now := fc.Now()
+	allow.Store(true)
+	r.e.Poke()
+	ld := <-r.started
+	if ld.Lease.Holder != "a" || ld.Lease.Epoch <= g.Lease.Epoch {
+		t.Fatalf("leads with %+v", ld.Lease)
+	}
+	if !fc.Now().Equal(now) {
+		t.Fatal("the clock moved")
+	}
+	if info, err := mem.Leader(ctx); err != nil || info.Lease != ld.Lease {
+		t.Fatalf("store holds %+v, %v; want %+v", info, err, ld.Lease)
+	}
+}
+
+// StepDown hands the lease over at once: the term's work in flight
+// finishes under its lease (a claim made after leadership's ctx is done
+// is accepted), then the lease is released, so a standby takes it without
+// waiting for the TTL. The term is recorded as released, a claim under it
+// is fenced from then on, and the stepped-down elector, its gate closed,
+// stays standby.
+func TestElectorStepDown(t *testing.T) {
+	fc := clockwork.NewFakeClockAt(t0)
+	mem := memory.New(memory.Options{Clock: fc})
+	ctx := context.Background()
+	tk := func(job string) []onetick.Tick {
+		return []onetick.Tick{{Job: job, Slot: onetick.SlotOf(t0.Add(-time.Minute)), Stream: "s", Retention: time.Minute}}
+	}
+	var allowA atomic.Bool
+	allowA.Store(true)
+	inFlight := make(chan onetick.ClaimResult, 4)
+	a := runElector(t, mem, "a", fc, func(c *onetick.ElectorConfig) {
+		c.MayAcquire = allowA.Load
+		started := c.OnStartedLeading
+		c.OnStartedLeading = func(lctx context.Context, l *onetick.Leadership) {
+			started(lctx, l) // reports the term, returns when it ends
+			res, err := mem.Claim(ctx, l.Lease, tk("in-flight"))
+			if err != nil {
+				t.Errorf("the claim in flight while stepping down: %v", err)
+			}
+			inFlight <- res
+		}
+	})
+	la := <-a.started
+	b := runElector(t, mem, "b", fc)
+	block(t, fc, 3) // a's renew and deadline timers, b's wait for the TTL
+
+	allowA.Store(false)
+	if !a.e.StepDown() {
+		t.Fatal("StepDown of a leader reports no term")
+	}
+	if l := <-a.stopped; l != la.Lease {
+		t.Fatalf("stopped %+v, want %+v", l, la.Lease)
+	}
+	if res := <-inFlight; len(res.Outcomes) != 1 || res.Outcomes[0] != onetick.Claimed {
+		t.Fatalf("the claim in flight: %+v, want claimed (before the release)", res)
+	}
+	var lb *onetick.Leadership
+	select {
+	case lb = <-b.started: // woken by the release: no clock advance
+	case <-time.After(30 * time.Second):
+		t.Fatal("b did not take the lease after a's step-down without waiting for its TTL")
+	}
+	if lb.Lease.Holder != "b" || lb.Lease.Epoch <= la.Lease.Epoch {
+		t.Fatalf("b leads with %+v", lb.Lease)
+	}
+	if !fc.Now().Equal(t0) {
+		t.Fatalf("the clock moved to %s", fc.Now())
+	}
+	if _, err := mem.Claim(ctx, la.Lease, tk("late")); !errors.Is(err, onetick.ErrFenced) {
+		t.Fatalf("claim under the stepped-down term: %v, want ErrFenced", err)
+	}
+	terms, err := mem.History(ctx, 2)
+	if err != nil || len(terms) != 2 || terms[1].Epoch != la.Lease.Epoch || terms[1].Reason != onetick.EndReleased {
+		t.Fatalf("history %+v, %v; want a's term released", terms, err)
+	}
+	// a stands by with its gate closed: b's step-down frees the lease and
+	// a does not take it.
+	if a.e.StepDown() {
+		t.Fatal("StepDown of a standby reports a term")
+	}
+	if !b.e.StepDown() {
+		t.Fatal("StepDown of b reports no term")
+	}
+	<-b.stopped
+	lb2 := <-b.started // b's gate is open: it takes the lease back
+	if lb2.Lease.Holder != "b" || lb2.Lease.Epoch <= lb.Lease.Epoch {
+		t.Fatalf("after b's step-down the lease went to %+v", lb2.Lease)
+	}
+	select {
+	case l := <-a.started:
+		t.Fatalf("a, gated, led again: %+v", l.Lease)
+	default:
 	}
 }
 

@@ -62,6 +62,8 @@ type Backend struct {
 	ctl    controls
 	jobs   storedJobs
 	wstate *workerState // consumer groups of WorkerStore (worker.go); nil until used
+
+	members map[string]time.Time // holder -> expiry (members.go); nil until used
 }
 
 // entry is one history entry: a term, or garbage.

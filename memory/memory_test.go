@@ -2,7 +2,9 @@ package memory_test
 
 import (
 	"testing"
+	"time"
 
+	"github.com/jonboulle/clockwork"
 	"go.uber.org/goleak"
 
 	"github.com/onetick/onetick"
@@ -103,4 +105,16 @@ func fix(_ *testing.T, ob onetick.Backend, d backendtest.Damage) {
 func TestRelayRefused(t *testing.T) {
 	backendtest.RelayRefused(t, harness(), onetick.Relay{Kind: onetick.RelayRiver})
 	backendtest.RelayRefused(t, harness(), onetick.Relay{Kind: onetick.RelayAsynq})
+}
+
+// TestMembers: the membership suite on a fake clock.
+func TestMembers(t *testing.T) {
+	var fc *clockwork.FakeClock
+	backendtest.Members(t, backendtest.MembersHarness{
+		New: func(*testing.T) backendtest.MembersStore {
+			fc = clockwork.NewFakeClockAt(time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC))
+			return memory.New(memory.Options{Clock: fc})
+		},
+		Advance: func(_ *testing.T, d time.Duration) { fc.Advance(d) },
+	})
 }

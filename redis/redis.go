@@ -13,6 +13,8 @@
 //	<prefix>:released    pub/sub channel: a lease was released
 //	<prefix>:paused, :control, :controls, :controls:version   the controls
 //	<prefix>:jobs, :jobset:<set>, :jobs:version               run-time jobs
+//	<prefix>:members     sorted set: live replicas, holder -> expiry (Unix
+//	                     ms), for the balancer of shards (members.go)
 //	<prefix>:ledger, :ledger:*                                the run ledger (ledger.go)
 //	<prefix>:worker:<group>:...                               the workers
 //	asynq:{<queue>}:t:<id>, asynq:{<queue>}:pending, asynq:queues
