@@ -100,6 +100,10 @@ func (c *chaosRun) observeLogs(st *observerState) {
 					TrustUntil: tu.Add(-off), Note: offsetNote(off)})
 			case "stopped leading":
 				c.h.Add(chaos.Event{T: l.Time, Kind: chaos.KindLeader, Phase: "lost", Replica: r.Name, Epoch: l.Int("epoch"), Note: l.Str("reason")})
+			case "store call failed":
+				if op := l.Str("op"); op == "heartbeat" || op == "finish" {
+					c.h.Add(chaos.Event{T: l.Time, Kind: chaos.KindLapse, Replica: r.Name, Note: "store call failed: " + op + ": " + l.Str("err")})
+				}
 			case "gap: slots skipped":
 				from, err1 := time.Parse(time.RFC3339Nano, l.Str("from"))
 				to, err2 := time.Parse(time.RFC3339Nano, l.Str("to"))
@@ -109,6 +113,15 @@ func (c *chaosRun) observeLogs(st *observerState) {
 				for s, n := from, 0; !s.After(to) && n < 100000; s, n = s.Add(interval), n+1 {
 					c.h.Add(chaos.Event{T: l.Time, Kind: chaos.KindMissed, Job: l.Str("job"), Slot: s.UnixMilli(), Replica: r.Name})
 				}
+			}
+		}
+		for _, l := range lines[st.logIdx[r]:] {
+			// The worker's messages (worker/exec.go, worker/heartbeat.go).
+			if strings.HasPrefix(l.Msg, "tick result not recorded") || strings.HasPrefix(l.Msg, "giving up recording the tick's result: the store did not answer") {
+				c.h.Add(chaos.Event{T: l.Time, Kind: chaos.KindLapse, Replica: r.Name, Job: l.Str("job"), Tick: l.Str("tick"), Note: "not recorded: " + l.Msg})
+			}
+			if strings.HasPrefix(l.Msg, "cancelling the handler: ") || strings.HasPrefix(l.Msg, "dropping a waiting tick: ") {
+				c.h.Add(chaos.Event{T: l.Time, Kind: chaos.KindLapse, Replica: r.Name, Job: l.Str("job"), Tick: l.Str("tick"), Note: "cancelled: " + l.Msg})
 			}
 		}
 		st.logIdx[r] = len(lines)

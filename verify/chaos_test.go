@@ -121,9 +121,21 @@ func runChaos(t *testing.T, store string, nemesisSeed, runSeed int64, dur time.D
 		t.Fatal(err)
 	}
 	h := chaos.NewWriter(file)
+	var running *chaosRun // set below; the cleanup reads its replicas' logs
 	// Runs last (cleanups run in reverse order): after the observers and
 	// the fleet stopped, so a failed run's history is complete too.
 	t.Cleanup(func() {
+		// Every replica's log beside the history, for reading a
+		// finding's window in full.
+		if c := running; c != nil && c.f != nil {
+			dir := strings.TrimSuffix(path, ".jsonl") + "-logs"
+			if err := os.MkdirAll(dir, 0o755); err == nil {
+				for _, r := range c.f.All() {
+					_ = os.WriteFile(filepath.Join(dir, r.Name+".log"), []byte(rawLines(r.Lines())), 0o644)
+				}
+				t.Logf("replica logs: %s", dir)
+			}
+		}
 		if err := h.Flush(); err != nil {
 			t.Errorf("writing the history %s: %v", path, err)
 		}
@@ -131,6 +143,7 @@ func runChaos(t *testing.T, store string, nemesisSeed, runSeed int64, dur time.D
 		t.Logf("history: %s", path)
 	})
 	c := newChaosRun(t, store, h)
+	running = c
 	c.setup()
 	// The fleet starts before the history opens (its first slot expected
 	// depends on when it first leads); the run event is dated at the

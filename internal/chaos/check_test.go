@@ -201,6 +201,34 @@ func TestRunTwice(t *testing.T) {
 		h.bounds.AsyncLoss = true
 		wantOnly(t, Check(h.events()), none, []string{VRunTwice})
 	})
+	// The worker's own report (a lapse event) instead of a fault.
+	lapse := func(at time.Duration, tick, note string) Event {
+		return Event{T: t0.Add(at), Kind: KindLapse, Replica: "r2", Tick: tick, Note: note}
+	}
+	late := func() *hist {
+		return clean().add(Event{T: at(9 * time.Second), Kind: KindRunStart, Job: "dup", Slot: ms(time.Second), Attempt: 1, Worker: "r3", PID: 300})
+	}
+	t.Run("documented: after an OK end, its worker says it did not record the result", func(t *testing.T) {
+		r := Check(late().add(lapse(2*time.Second, "dup:"+itoa(ms(time.Second)), "not recorded")).events())
+		wantOnly(t, r, none, []string{VRunTwice})
+		if !strings.Contains(r.Documented[0].Desc, "r2's own report") {
+			t.Fatalf("documented %+v", r.Documented[0])
+		}
+	})
+	t.Run("after an OK end, its worker says it did not record another tick", func(t *testing.T) {
+		wantOnly(t, Check(late().add(lapse(2*time.Second, "dup:"+itoa(ms(2*time.Second)), "not recorded")).events()), []string{VRunTwice}, none)
+	})
+	t.Run("documented: after an OK end, its worker's store calls failed within DoneSlack", func(t *testing.T) {
+		wantOnly(t, Check(late().add(lapse(3*time.Second, "", "store call failed: heartbeat")).events()), none, []string{VRunTwice})
+	})
+	t.Run("after an OK end, its worker's store calls failed after DoneSlack", func(t *testing.T) {
+		wantOnly(t, Check(late().add(lapse(1050*time.Millisecond+DoneSlack+100*time.Millisecond, "", "store call failed: heartbeat")).events()), []string{VRunTwice}, none)
+	})
+	t.Run("another worker's report", func(t *testing.T) {
+		e := lapse(2*time.Second, "dup:"+itoa(ms(time.Second)), "not recorded")
+		e.Replica = "r1"
+		wantOnly(t, Check(late().add(e).events()), []string{VRunTwice}, none)
+	})
 	t.Run("after an OK end, its worker cut off after the second start", func(t *testing.T) {
 		wantOnly(t, Check(okTwice("partition", 7100*time.Millisecond).events()), []string{VRunTwice}, none)
 	})

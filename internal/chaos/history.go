@@ -52,6 +52,17 @@ const (
 	// Slot: the first slot asked for, Note: the range and the answer). Its
 	// outcome shows as enqueue events (TickKind "trigger" or "backfill").
 	KindOp = "op"
+	// KindLapse is a worker's own word, in its log, that a tick it ran
+	// may run again elsewhere: it could not record the tick's result
+	// (Note "not recorded": it no longer owned the tick, or gave up when
+	// the store did not answer before the tick could be taken over), it
+	// cancelled a handler or dropped a tick because its liveness lapsed
+	// (Note "cancelled"), or a store call of its liveness failed (Note
+	// "store call failed: <op>"). Replica (the worker), and Job and Tick
+	// when the line names them. No fault is injected: this is how a
+	// loaded machine stalls a worker, and the checker counts it like a
+	// fault of that worker (run_twice).
+	KindLapse = "lapse"
 	// KindEnd closes a history: the time after which the checker expects
 	// no more events; slots due before End minus Bounds.Settle must have
 	// an outcome.

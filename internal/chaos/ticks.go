@@ -46,32 +46,78 @@ func workerTargets(run Event) []string {
 	return t
 }
 
-// lapsed returns a fault that could have lapsed the liveness of run's
-// worker between run's start (less StartSlack) and to: a rerunFaults
-// fault targeting its worker or PID, or a store failover fault; -1 when
-// none.
-func (h *history) lapsed(run Event, to time.Time) int {
+// cause is what could have lapsed a run's worker: a fault (an index
+// into faults) or the worker's own lapse event (an index into ev).
+type cause struct {
+	desc string
+	ev   int // the event to mark in the window
+}
+
+// lapsed returns what could have lapsed the liveness of run's worker
+// between run's start (less StartSlack) and to: a rerunFaults fault
+// targeting its worker or PID, a store failover fault, or a lapse event
+// of its worker (any tick, or this one).
+func (h *history) lapsed(run Event, to time.Time) (cause, bool) {
 	from := run.T.Add(-StartSlack)
 	if fi := h.faultIn(rerunFaults, workerTargets(run), from, to); fi >= 0 {
-		return fi
+		return h.faultCause(fi), true
 	}
-	return h.faultIn(failoverFaults, nil, from, to)
+	if fi := h.faultIn(failoverFaults, nil, from, to); fi >= 0 {
+		return h.faultCause(fi), true
+	}
+	return h.lapseIn(run, from, to, false)
+}
+
+func (h *history) faultCause(fi int) cause {
+	f := h.faults[fi]
+	return cause{desc: fmt.Sprintf("%s of %s at %s", f.name, f.target, clock(f.start)), ev: f.i}
+}
+
+// lapseIn finds a lapse event of run's worker in [from, to]: one that
+// names run's tick, or (unless sameTick) one that names no tick.
+func (h *history) lapseIn(run Event, from, to time.Time, sameTick bool) (cause, bool) {
+	tick := slotKey(run)
+	for i, e := range h.ev {
+		if e.Kind != KindLapse || e.Replica != run.Worker || e.T.Before(from) || e.T.After(to) {
+			continue
+		}
+		if e.Tick == "" && e.Job == "" && sameTick {
+			continue
+		}
+		if e.Tick != "" || e.Job != "" {
+			if slotKey(e) != tick {
+				continue
+			}
+		}
+		return cause{desc: fmt.Sprintf("%s's own report at %s (%s)", e.Replica, clock(e.T), e.Note), ev: i}, true
+	}
+	return cause{}, false
 }
 
 // lapsedBeforeDone is lapsed for a run that ended OK at end: the fault
 // must start before its done record can have been written (end plus
 // DoneSlack) and before to. Under AsyncLoss a store failover fault up to
 // to counts as well: the done record, acknowledged, can be lost with the
-// old primary.
-func (h *history) lapsedBeforeDone(run, end Event, to time.Time) int {
+// old primary. The worker's own report that it did not record this
+// tick's result counts up to to.
+func (h *history) lapsedBeforeDone(run, end Event, to time.Time) (cause, bool) {
 	by := end.T.Add(DoneSlack)
 	if to.Before(by) {
 		by = to
 	}
-	if fi := h.lapsed(run, by); fi >= 0 || !h.bounds.AsyncLoss {
-		return fi
+	if c, ok := h.lapsed(run, by); ok {
+		return c, true
 	}
-	return h.faultIn(failoverFaults, nil, run.T.Add(-StartSlack), to)
+	if c, ok := h.lapseIn(run, run.T.Add(-StartSlack), to, true); ok {
+		return c, true
+	}
+	if !h.bounds.AsyncLoss {
+		return cause{}, false
+	}
+	if fi := h.faultIn(failoverFaults, nil, run.T.Add(-StartSlack), to); fi >= 0 {
+		return h.faultCause(fi), true
+	}
+	return cause{}, false
 }
 
 // checkTicks finds ticks enqueued twice.
@@ -210,10 +256,10 @@ func (h *history) judgeRun(k string, before []int, j int, endOf, startOf map[int
 		// record was written, and another worker took the tick over (the
 		// README's first case).
 		if s, ok := startOf[o]; ok {
-			if fi := h.lapsedBeforeDone(h.ev[s], end, again.T); fi >= 0 {
+			if c, ok := h.lapsedBeforeDone(h.ev[s], end, again.T); ok {
 				f.Documented = docRerun
-				f.Desc += fmt.Sprintf(": %s of %s at %s, between the two starts", h.faults[fi].name, h.faults[fi].target, clock(h.faults[fi].start))
-				f.Events = append(f.Events, s, h.faults[fi].i)
+				f.Desc += ": " + c.desc + ", between the two starts"
+				f.Events = append(f.Events, s, c.ev)
 				h.documented(f)
 				afterOK = true
 				continue
@@ -232,7 +278,7 @@ func (h *history) judgeRun(k string, before []int, j int, endOf, startOf map[int
 			continue // it failed before this one started: a retry
 		}
 		first := h.ev[i]
-		if fi := h.lapsed(first, again.T); fi >= 0 {
+		if _, ok := h.lapsed(first, again.T); ok {
 			rerun = true
 			continue
 		}
