@@ -43,12 +43,15 @@
 // start less StartSlack (1s) and the second start, a fault could have
 // lapsed the earlier worker's liveness: a kill9, worker-kill, term, stop,
 // partition or latency whose Target is that run's Worker (or its PID, as
-// "N" or "pid:N"), or a store failover fault (any target). The earlier run
+// "N" or "pid:N"), a store failover fault (any target), or a lapse event
+// of that worker (its own word that its liveness lapsed: naming no tick,
+// or this tick). The earlier run
 // is the one that ended OK when the tick completed before, and then the
 // fault must also start before that end plus DoneSlack (5s: after it the
 // done record was written and no fault can undo it; under AsyncLoss a
 // store failover fault up to the second start still counts, the
-// acknowledged record lost with the old primary); else each run still
+// acknowledged record lost with the old primary; and a lapse naming this
+// tick, its result not recorded, up to the second start); else each run still
 // open. StartSlack allows for a run started just before its replica
 // was killed being logged a few milliseconds after the kill event. Under
 // AsyncLoss, a tick enqueued twice across a failover (documented) and run
