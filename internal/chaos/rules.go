@@ -44,8 +44,9 @@
 // lapsed the earlier worker's liveness: a kill9, worker-kill, term, stop,
 // partition or latency whose Target is that run's Worker (or its PID, as
 // "N" or "pid:N"), a store failover fault (any target), or a lapse event
-// of that worker (its own word that its liveness lapsed: naming no tick,
-// or this tick). The earlier run
+// of that worker naming this tick (its own word that it cancelled the
+// run or did not record its result; a lapse naming no tick, a failed
+// heartbeat, excuses nothing). The earlier run
 // is the one that ended OK when the tick completed before, and then the
 // fault must also start before that end plus DoneSlack (5s: after it the
 // done record was written and no fault can undo it; under AsyncLoss a

@@ -56,7 +56,7 @@ type cause struct {
 // lapsed returns what could have lapsed the liveness of run's worker
 // between run's start (less StartSlack) and to: a rerunFaults fault
 // targeting its worker or PID, a store failover fault, or a lapse event
-// of its worker (any tick, or this one).
+// of its worker naming this tick.
 func (h *history) lapsed(run Event, to time.Time) (cause, bool) {
 	from := run.T.Add(-StartSlack)
 	if fi := h.faultIn(rerunFaults, workerTargets(run), from, to); fi >= 0 {
@@ -65,7 +65,7 @@ func (h *history) lapsed(run Event, to time.Time) (cause, bool) {
 	if fi := h.faultIn(failoverFaults, nil, from, to); fi >= 0 {
 		return h.faultCause(fi), true
 	}
-	return h.lapseIn(run, from, to, false)
+	return h.lapseIn(run, from, to)
 }
 
 func (h *history) faultCause(fi int) cause {
@@ -73,21 +73,17 @@ func (h *history) faultCause(fi int) cause {
 	return cause{desc: fmt.Sprintf("%s of %s at %s", f.name, f.target, clock(f.start)), ev: f.i}
 }
 
-// lapseIn finds a lapse event of run's worker in [from, to]: one that
-// names run's tick, or (unless sameTick) one that names no tick.
-func (h *history) lapseIn(run Event, from, to time.Time, sameTick bool) (cause, bool) {
+// lapseIn finds a lapse event of run's worker in [from, to] that names
+// run's tick (its result not recorded, its handler cancelled). A lapse
+// naming no tick (a failed heartbeat) is kept in the history for the
+// reader but excuses nothing: one failed call does not lapse a liveness,
+// and a lapsed one shows as the named ticks' own reports.
+func (h *history) lapseIn(run Event, from, to time.Time) (cause, bool) {
 	tick := slotKey(run)
 	for i, e := range h.ev {
-		if e.Kind != KindLapse || e.Replica != run.Worker || e.T.Before(from) || e.T.After(to) {
+		if e.Kind != KindLapse || e.Replica != run.Worker || e.T.Before(from) || e.T.After(to) ||
+			(e.Tick == "" && e.Job == "") || slotKey(e) != tick {
 			continue
-		}
-		if e.Tick == "" && e.Job == "" && sameTick {
-			continue
-		}
-		if e.Tick != "" || e.Job != "" {
-			if slotKey(e) != tick {
-				continue
-			}
 		}
 		return cause{desc: fmt.Sprintf("%s's own report at %s (%s)", e.Replica, clock(e.T), e.Note), ev: i}, true
 	}
@@ -108,7 +104,7 @@ func (h *history) lapsedBeforeDone(run, end Event, to time.Time) (cause, bool) {
 	if c, ok := h.lapsed(run, by); ok {
 		return c, true
 	}
-	if c, ok := h.lapseIn(run, run.T.Add(-StartSlack), to, true); ok {
+	if c, ok := h.lapseIn(run, run.T.Add(-StartSlack), to); ok {
 		return c, true
 	}
 	if !h.bounds.AsyncLoss {
