@@ -8,6 +8,9 @@ import (
 	"github.com/onetick/onetick/memory"
 )
 
+// TestShards: views are isolated, shard 0 of 1 is the store.
+func TestShards(t *testing.T) { backendtest.Shards(t, harness()) }
+
 // TestConformanceShardView: a shard's view obeys the whole Backend
 // contract on its own.
 func TestConformanceShardView(t *testing.T) {
