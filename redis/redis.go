@@ -73,6 +73,7 @@ type Backend struct {
 	c      goredis.UniversalClient
 	db     int
 	owns   bool
+	view   bool // a shard's view (shard.go): Shard refuses
 	opts   Options
 	leader string
 	epoch  string
