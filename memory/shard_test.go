@@ -2,6 +2,9 @@ package memory_test
 
 import (
 	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/backendtest"
@@ -30,16 +33,17 @@ func TestConformanceShardView(t *testing.T) {
 	backendtest.Exercise(t, h)
 }
 
-// Closing the store closes its views; closing a view does not close the
-// store.
-func TestShardClose(t *testing.T) {
-	b := memory.New(memory.Options{})
+// A view runs on the store's clock; closing the store closes its views.
+func TestShardClockAndClose(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC))
+	b := memory.New(memory.Options{Clock: clock})
 	v, err := b.Shard(1, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.Time(t.Context()); err != nil {
-		t.Fatal(err)
+	clock.Advance(time.Hour)
+	if now, err := v.Time(t.Context()); err != nil || !now.Equal(clock.Now()) {
+		t.Fatalf("the view's time %v, %v; want the store's clock %v", now, err, clock.Now())
 	}
 	if _, err := v.(onetick.Sharder).Shard(0, 2); err == nil {
 		t.Error("a view's Shard: no error, want one (views are asked of the store)")
