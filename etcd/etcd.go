@@ -73,6 +73,7 @@ type Options struct {
 type Backend struct {
 	c      *clientv3.Client
 	own    bool
+	view   bool // a shard's view (shard.go): Close does nothing
 	opts   Options
 	p      string
 	closed atomic.Bool
@@ -145,6 +146,9 @@ func (b *Backend) Client() *clientv3.Client { return b.c }
 
 // Close implements onetick.Backend.
 func (b *Backend) Close() error {
+	if b.view {
+		return nil
+	}
 	if b.closed.Swap(true) {
 		return nil
 	}

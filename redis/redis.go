@@ -75,6 +75,7 @@ type Backend struct {
 	c      goredis.UniversalClient
 	db     int
 	owns   bool
+	view   bool // a shard's view (shard.go): Shard refuses
 	opts   Options
 	leader string
 	epoch  string

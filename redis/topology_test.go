@@ -52,16 +52,30 @@ func TestConformanceTLS(t *testing.T) {
 // MinimalACL is the ACL a onetick user needs on a Redis whose key prefix
 // is prefix: its keys, its channels and keyspace notifications of them,
 // and the commands of the scripts and reads (the README quotes it). Streams
-// named outside the prefix need their own key patterns.
+// named outside the prefix need their own key patterns. Shards' views
+// (redis.ShardPrefix) are covered too: P:NN is under P:*, and for a
+// prefix with a hash tag {t} the views' tags {t:NN.k} are under {t:*.
 func MinimalACL(prefix string) []string {
-	return []string{
-		"resetkeys", "~" + prefix + ":*",
-		"resetchannels", "&" + prefix + ":*", "&__keyspace@*__:" + prefix + ":*",
+	pats := []string{prefix + ":*"}
+	if i := strings.IndexByte(prefix, '{'); i >= 0 {
+		if j := strings.IndexByte(prefix[i+1:], '}'); j > 0 {
+			pats = append(pats, prefix[:i+1+j]+":*")
+		}
+	}
+	acl := []string{"resetkeys"}
+	for _, p := range pats {
+		acl = append(acl, "~"+p)
+	}
+	acl = append(acl, "resetchannels")
+	for _, p := range pats {
+		acl = append(acl, "&"+p, "&__keyspace@*__:"+p)
+	}
+	return append(acl,
 		"-@all",
 		"+@read", "+@write", "+@stream", "+@hash", "+@list", "+@set", "+@sortedset", "+@string", "+@keyspace",
 		"+@scripting", "+@pubsub", "+@connection", "+time",
 		"-@dangerous",
-	}
+	)
 }
 
 // TestConformanceACL: the suite as a user that may do what MinimalACL

@@ -42,18 +42,33 @@ func init() {
 }
 
 func TestWorkerConformance(t *testing.T) {
-	srv := redistest.Start(t)
+	workerConformance(t, redistest.Start(t), 0, 1)
+}
+
+// TestWorkerConformanceShardView: the workers' suite on shard 3 of 8 (its
+// worker processes open the view's prefix, onetick:03).
+func TestWorkerConformanceShardView(t *testing.T) {
+	workerConformance(t, redistest.Start(t), 3, 8)
+}
+
+// workerConformance runs the workers' suite on shard n of shards (0 of 1:
+// the store itself).
+func workerConformance(t *testing.T, srv *redistest.Server, n, shards int) {
 	workertest.Exercise(t, workertest.Harness{New: func(t *testing.T) workertest.Env {
 		if err := srv.Flush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		open := func(t *testing.T) *redis.Backend {
-			b, err := redis.Open(srv.URL(), redis.Options{})
+			s, err := redis.Open(srv.URL(), redis.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = b.Close() })
-			return b
+			t.Cleanup(func() { _ = s.Close() })
+			v, err := s.Shard(n, shards)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v.(*redis.Backend)
 		}
 		b := open(t)
 		return workertest.Env{
