@@ -92,13 +92,6 @@ func TestConformance(t *testing.T) {
 	backendtest.Exercise(t, harness(t, srv))
 }
 
-// Without keyspace notifications a standby still takes over at the lease's
-// expiry instant, learned from PTTL.
-func TestConformanceWithoutKeyspaceEvents(t *testing.T) {
-	srv := redistest.Start(t)
-	backendtest.Exercise(t, harness(t, srv))
-}
-
 // FuzzClaimDamage drives the claim path against a real redis-server with
 // random batches, damage between claims and superseded leaders
 // (backendtest.ClaimFuzz), from the fuzzer's seed.

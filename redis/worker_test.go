@@ -45,12 +45,6 @@ func TestWorkerConformance(t *testing.T) {
 	workerConformance(t, redistest.Start(t), 0, 1)
 }
 
-// TestWorkerConformanceShardView: the workers' suite on shard 3 of 8 (its
-// worker processes open the view's prefix, onetick:03).
-func TestWorkerConformanceShardView(t *testing.T) {
-	workerConformance(t, redistest.Start(t), 3, 8)
-}
-
 // workerConformance runs the workers' suite on shard n of shards (0 of 1:
 // the store itself).
 func workerConformance(t *testing.T, srv *redistest.Server, n, shards int) {
