@@ -76,6 +76,18 @@ type Backend interface {
 	Close() error
 }
 
+// Sharder is a store that spreads the fleet's jobs over shards
+// (docs/shards.md), each with its own lease, epoch, history, last-fired
+// state, records, controls, ledger and default streams. Shard returns
+// shard n of shards as a full Backend that obeys the Backend contract on
+// its own: a lease of one shard neither blocks nor fences another. Shard
+// 0 of 1 is the store itself, under its own keys. The views share the
+// store's connections: a view's Close does nothing, the store's closes.
+// A store that cannot shard returns ErrShardsUnsupported for shards > 1.
+type Sharder interface {
+	Shard(n, shards int) (Backend, error)
+}
+
 // SchedulerBackend is the part of a Backend that a Scheduler calls: the
 // lease (through its Elector), claims and last-fired slots, and the
 // controls, read to know which jobs are paused. Every Backend is one.

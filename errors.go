@@ -28,6 +28,9 @@ var (
 	ErrInvalidConfig = errors.New("onetick: invalid configuration")
 	// ErrUnknownJob is returned by Ops for a job name not in its set.
 	ErrUnknownJob = errors.New("onetick: unknown job")
+	// ErrShardsUnsupported is returned by Sharder.Shard for more than one
+	// shard on a store that keeps one leader only (the file store).
+	ErrShardsUnsupported = errors.New("onetick: the store does not shard")
 	// ErrLedgerOff is returned by a store's ledger reads when its
 	// configuration keeps no ledger (LedgerRetention.Off).
 	ErrLedgerOff = errors.New("onetick: the run ledger is off (ledger.off in the configuration)")

@@ -7,7 +7,10 @@ package onetick
 // The engine does not use them yet; with one shard (the default) every job
 // is in shard 0 and nothing changes.
 
-import "hash/fnv"
+import (
+	"fmt"
+	"hash/fnv"
+)
 
 // MaxShards is the largest number of shards a fleet may be configured
 // with: enough for many Redis Cluster primaries, few enough that a
@@ -69,4 +72,17 @@ func FairShare(shards, live int) int {
 		live = 1
 	}
 	return (shards + live - 1) / live
+}
+
+// CheckShard says what is wrong with shard n of shards, or nil: shards
+// from 1 to MaxShards, n from 0 to shards-1. A store's Sharder.Shard
+// returns it.
+func CheckShard(n, shards int) error {
+	if shards < 1 || shards > MaxShards {
+		return fmt.Errorf("onetick: %d shards: want 1 to %d", shards, MaxShards)
+	}
+	if n < 0 || n >= shards {
+		return fmt.Errorf("onetick: shard %d of %d: want 0 to %d", n, shards, shards-1)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package onetick_test
 import (
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"testing"
 
 	"github.com/onetick/onetick"
@@ -102,6 +103,24 @@ func TestFairShare(t *testing.T) {
 	} {
 		if got := onetick.FairShare(c.shards, c.live); got != c.want {
 			t.Errorf("FairShare(%d, %d) = %d, want %d", c.shards, c.live, got, c.want)
+		}
+	}
+}
+
+func TestCheckShard(t *testing.T) {
+	for _, c := range [][2]int{{0, 1}, {0, 2}, {255, onetick.MaxShards}} {
+		if err := onetick.CheckShard(c[0], c[1]); err != nil {
+			t.Errorf("CheckShard(%d, %d): %v", c[0], c[1], err)
+		}
+	}
+	for c, want := range map[[2]int]string{
+		{0, 0}:                     "0 shards: want 1 to 256",
+		{0, onetick.MaxShards + 1}: "257 shards: want 1 to 256",
+		{-1, 3}:                    "shard -1 of 3: want 0 to 2",
+		{3, 3}:                     "shard 3 of 3: want 0 to 2",
+	} {
+		if err := onetick.CheckShard(c[0], c[1]); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckShard(%d, %d) = %v, want %q", c[0], c[1], err, want)
 		}
 	}
 }

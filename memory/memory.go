@@ -64,6 +64,10 @@ type Backend struct {
 	wstate *workerState // consumer groups of WorkerStore (worker.go); nil until used
 
 	members map[string]time.Time // holder -> expiry (members.go); nil until used
+	// Shards (shard.go): the views of a store by shard number; view is
+	// true on a view, whose Close does nothing.
+	views map[int]*Backend
+	view  bool
 }
 
 // entry is one history entry: a term, or garbage.
@@ -404,10 +408,15 @@ func (b *Backend) Stream(key string) []onetick.TickRecord {
 	return append([]onetick.TickRecord(nil), b.streams[key]...)
 }
 
-// Close implements onetick.Backend.
+// Close implements onetick.Backend. It closes the store and its shards'
+// views; a view's Close does nothing (the views share the store).
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.view {
+		return nil
+	}
 	b.closed = true
+	b.closeViewsLocked()
 	return nil
 }
