@@ -92,6 +92,7 @@ type Config struct {
 	// and the first ticks of the burst still leave in small calls.
 	ClaimBatch int
 	// Sink, if set, receives every claimed tick after the store accepted it.
+	// With Shards > 1 each shard's runner calls it, concurrently.
 	Sink       Sink
 	Clock      clockwork.Clock       // default the real clock
 	Logger     *slog.Logger          // default slog.Default()
@@ -318,7 +319,10 @@ func New(cfg Config) (*Scheduler, error) {
 		s.logJobMetrics(exported)
 	}
 	if cfg.Shards > 1 {
-		return s, s.balance()
+		if err := s.balance(); err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	e, err := NewElector(ElectorConfig{
 		Backend: cfg.Backend, Holder: cfg.Replica, Lease: cfg.Lease, Clock: cfg.Clock,
