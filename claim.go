@@ -28,13 +28,13 @@ type claimCall struct {
 // size ticks, and returns the position after the last job planned.
 // A job's ticks are never split between batches: batches may run
 // concurrently, and a job's slots must reach the store in order.
-func (s *Scheduler) planBatch(c *claimCall, due []*jobState, pos, size int, now Slot, log *slog.Logger) int {
+func (r *runner) planBatch(c *claimCall, due []*jobState, pos, size int, now Slot, log *slog.Logger) int {
 	c.ticks, c.owners, c.res, c.err = c.ticks[:0], c.owners[:0], ClaimResult{}, nil
 	for pos < len(due) && len(c.ticks) < size {
 		j := due[pos]
 		pos++
 		n := len(c.ticks)
-		c.ticks = s.plan(j, now, log, c.ticks)
+		c.ticks = r.plan(j, now, log, c.ticks)
 		for range len(c.ticks) - n {
 			c.owners = append(c.owners, j)
 		}
@@ -44,15 +44,15 @@ func (s *Scheduler) planBatch(c *claimCall, due []*jobState, pos, size int, now 
 
 // send starts one claim call in its own goroutine; c.done closes when
 // the store has answered or the call failed.
-func (s *Scheduler) send(ctx context.Context, ld *Leadership, c *claimCall) {
+func (r *runner) send(ctx context.Context, ld *Leadership, c *claimCall) {
 	c.done = make(chan struct{})
 	go func() {
 		defer close(c.done)
-		rctx, cancel := context.WithTimeout(ctx, max(s.clock.Until(ld.Deadline()), time.Millisecond))
+		rctx, cancel := context.WithTimeout(ctx, max(r.s.clock.Until(ld.Deadline()), time.Millisecond))
 		defer cancel()
-		c.sent = s.clock.Now()
-		c.res, c.err = s.cfg.Backend.Claim(rctx, ld.Lease, c.ticks)
-		c.recv = s.clock.Now()
+		c.sent = r.s.clock.Now()
+		c.res, c.err = r.backend.Claim(rctx, ld.Lease, c.ticks)
+		c.recv = r.s.clock.Now()
 	}()
 }
 
@@ -63,7 +63,7 @@ func (s *Scheduler) send(ctx context.Context, ld *Leadership, c *claimCall) {
 // early and whether the store fenced this leader. Once the store fenced
 // this term or the lease is no longer trusted nothing more is planned or
 // sent.
-func (s *Scheduler) claim(ctx context.Context, ld *Leadership, due []*jobState, now Slot, log *slog.Logger) (early, fenced bool) {
+func (r *runner) claim(ctx context.Context, ld *Leadership, due []*jobState, now Slot, log *slog.Logger) (early, fenced bool) {
 	// A claim in flight is finished even when leadership is being given up:
 	// its outcome must be known and accounted for.
 	cctx := context.WithoutCancel(ctx)
@@ -81,17 +81,17 @@ func (s *Scheduler) claim(ctx context.Context, ld *Leadership, due []*jobState, 
 			if n := len(free); n > 0 {
 				c, free = free[n-1], free[:n-1]
 			}
-			size := s.cfg.ClaimBatch
+			size := r.s.cfg.ClaimBatch
 			if sent >= claimDepth && len(due)-pos > 10*size {
 				size *= 5 // a large burst: larger calls (see Config.ClaimBatch)
 			}
-			pos = s.planBatch(c, due, pos, size, now, log)
+			pos = r.planBatch(c, due, pos, size, now, log)
 			sent++
 			if len(c.ticks) == 0 {
 				free = append(free, c)
 				continue
 			}
-			s.send(cctx, ld, c)
+			r.send(cctx, ld, c)
 			inflight = append(inflight, c)
 		}
 		if len(inflight) == 0 {
@@ -113,12 +113,12 @@ func (s *Scheduler) claim(ctx context.Context, ld *Leadership, due []*jobState, 
 			// The claim's fate is unknown. Retrying is safe: the store
 			// recognises a tick this same term already claimed.
 			log.Warn("claim failed; retrying while the lease is trusted", "err", c.err, "ticks", len(c.ticks))
-			t := s.clock.NewTimer(50 * time.Millisecond)
+			t := r.s.clock.NewTimer(50 * time.Millisecond)
 			<-t.Chan()
 			if fenced || !ld.Trusted() {
 				break
 			}
-			s.send(cctx, ld, c)
+			r.send(cctx, ld, c)
 		}
 		switch {
 		case errors.Is(c.err, ErrFenced):
@@ -134,7 +134,7 @@ func (s *Scheduler) claim(ctx context.Context, ld *Leadership, due []*jobState, 
 			// Applied on the primary, not acknowledged by enough replicas:
 			// account for it, then step down, so that this leader does not
 			// go on writing to a primary a failover may roll back.
-			if s.account(ld, c, log) {
+			if r.account(ld, c, log) {
 				early = true
 			}
 			if !fenced {
@@ -147,7 +147,7 @@ func (s *Scheduler) claim(ctx context.Context, ld *Leadership, due []*jobState, 
 			// written. Said once; the jobs retry with a backoff.
 			var d *DamageError
 			if errors.As(c.err, &d) {
-				s.elector.health.set(StateClaim, d)
+				r.elector.health.set(StateClaim, d)
 			}
 			for _, j := range c.owners {
 				j.retry = true
@@ -156,8 +156,8 @@ func (s *Scheduler) claim(ctx context.Context, ld *Leadership, due []*jobState, 
 			// Given up: the lease is no longer trusted. The next leader
 			// continues from the store's last-fired slots.
 		default:
-			s.elector.health.clear(StateClaim)
-			if s.account(ld, c, log) {
+			r.elector.health.clear(StateClaim)
+			if r.account(ld, c, log) {
 				early = true
 			}
 		}
@@ -166,18 +166,18 @@ func (s *Scheduler) claim(ctx context.Context, ld *Leadership, due []*jobState, 
 }
 
 // account records the outcomes of one claim call.
-func (s *Scheduler) account(ld *Leadership, c *claimCall, log *slog.Logger) (early bool) {
+func (r *runner) account(ld *Leadership, c *claimCall, log *slog.Logger) (early bool) {
 	res := c.res
-	s.elector.observeStoreTime(res.StoreTime, c.sent, c.recv)
+	r.elector.observeStoreTime(res.StoreTime, c.sent, c.recv)
 	var delivered []TickRecord
 	for i, t := range c.ticks {
 		j := c.owners[i]
 		switch res.Outcomes[i] {
 		case Claimed:
 			j.metrics.claimed(t.Slot, t.Slot < j.planTop)
-			s.metrics.TickDelay.Observe(res.StoreTime.Sub(t.Slot.Time()).Seconds())
+			r.s.metrics.TickDelay.Observe(res.StoreTime.Sub(t.Slot.Time()).Seconds())
 			j.cursor = max(j.cursor, t.Slot)
-			if s.cfg.Sink != nil {
+			if r.s.cfg.Sink != nil {
 				delivered = append(delivered, TickRecord{Job: t.Job, Slot: t.Slot, Tick: t.ID(),
 					Epoch: ld.Lease.Epoch, Replica: ld.Lease.Holder, Payload: t.Payload})
 			}
@@ -197,7 +197,7 @@ func (s *Scheduler) account(ld *Leadership, c *claimCall, log *slog.Logger) (ear
 			if d == nil {
 				d = &DamageError{Reason: "damaged state (the store gave no detail)"}
 			}
-			s.markBroken(j, d, log)
+			r.markBroken(j, d, log)
 			if t.Slot > j.brokenTop {
 				j.brokenTop = t.Slot
 				j.metrics.broken()
@@ -205,13 +205,13 @@ func (s *Scheduler) account(ld *Leadership, c *claimCall, log *slog.Logger) (ear
 		}
 		j.metrics.relay.outcome(res.Outcomes[i])
 		if o := res.Outcomes[i]; o == Claimed || o == Duplicate || o == Paused {
-			s.repaired(j, log)
+			r.repaired(j, log)
 			j.recorded(t)
 		}
 	}
 	if len(delivered) > 0 {
 		ctx := context.WithValue(context.Background(), claimWindowKey{}, claimWindow{c.sent, c.recv})
-		if err := s.cfg.Sink.Deliver(ctx, delivered); err != nil {
+		if err := r.s.cfg.Sink.Deliver(ctx, delivered); err != nil {
 			for i, o := range res.Outcomes {
 				if o == Claimed {
 					c.owners[i].metrics.deliveryFailed()

@@ -228,6 +228,9 @@ func NewDeadlineWatcher(cfg DeadlineConfig) (*DeadlineWatcher, error) {
 // DeadlineWatcher builds a watcher of s's jobs that checks while s leads;
 // cfg gives the ledger, the timing and the notifier.
 func (s *Scheduler) DeadlineWatcher(cfg DeadlineConfig) (*DeadlineWatcher, error) {
+	if s.balancer != nil {
+		return nil, errShardedDeadlines(s.cfg.Shards)
+	}
 	cfg.Jobs, cfg.Source, cfg.JobMetrics = s.cfg.Jobs, s.cfg.Source, s.cfg.JobMetrics
 	cfg.Metrics, cfg.Clock, cfg.Now, cfg.Leading = s.metrics, s.clock, s.storeNow, s.elector.IsLeader
 	cfg.Logger = s.log

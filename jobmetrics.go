@@ -200,7 +200,7 @@ func (j jobMetrics) deliveryFailed() {
 // their own, so that whoever looks for one learns why it is absent.
 func (s *Scheduler) logJobMetrics(exported int) {
 	c := s.cfg.JobMetrics
-	attrs := []any{"jobs", len(s.jobs), "jobs_with_own_series", exported}
+	attrs := []any{"jobs", len(s.cfg.Jobs), "jobs_with_own_series", exported}
 	switch c.Mode {
 	case JobMetricsNone:
 		s.log.Info("no per-job metric series (metrics.per_job: none); the fleet totals count every job", attrs...)

@@ -27,35 +27,39 @@ func (s *Scheduler) fetchJobs(ctx context.Context, log *slog.Logger) (jobs []Job
 	return jobs, v, true
 }
 
-// diffJobs compares the run-time jobs read at version v with s.dyn and
-// returns the jobs to add (new or changed) and the names to remove.
-func (s *Scheduler) diffJobs(jobs []Job, v int64, log *slog.Logger) (add []*jobState, remove []string) {
-	s.srcVersion = v
+// diffJobs compares the run-time jobs of r's shard, of those read at
+// version v (every shard's), with r.dyn and returns the jobs to add (new
+// or changed) and the names to remove.
+func (r *runner) diffJobs(jobs []Job, v int64, log *slog.Logger) (add []*jobState, remove []string) {
+	r.srcVersion = v
 	// Whether a run-time job gets its own metric series depends on the
 	// whole fleet's size, file and run-time jobs together: a fleet of a
 	// few file jobs and a million stored ones is a fleet of a million.
-	own, _ := s.cfg.JobMetrics.selects(len(s.jobs) + len(jobs))
+	own, _ := r.s.cfg.JobMetrics.selects(len(r.s.cfg.Jobs) + len(jobs))
 	var seen map[string]bool // the names read, when there may be removals
-	if len(s.dyn) > 0 {
+	if len(r.dyn) > 0 {
 		seen = make(map[string]bool, len(jobs))
 	}
 	for _, j := range jobs {
-		if s.fileJob[j.Name] {
+		if ShardOf(j.Name, r.shards) != r.shard {
+			continue // another runner's
+		}
+		if r.s.fileJob[j.Name] {
 			log.Error("a job defined at run time has the name of a job in the configuration file; ignored", "job", j.Name)
 			continue
 		}
 		if seen != nil {
 			seen[j.Name] = true
 		}
-		if cur, ok := s.dyn[j.Name]; ok && cur.Since.Equal(j.Since) {
+		if cur, ok := r.dyn[j.Name]; ok && cur.Since.Equal(j.Since) {
 			continue
 		}
-		if _, ok := s.dyn[j.Name]; ok {
+		if _, ok := r.dyn[j.Name]; ok {
 			remove = append(remove, j.Name)
 		}
-		add = append(add, s.newJobState(withJobDefaults(j, s.lease.TTL), own(j.Name)))
+		add = append(add, r.s.newJobState(withJobDefaults(j, r.s.lease.TTL), own(j.Name)))
 	}
-	for name := range s.dyn {
+	for name := range r.dyn {
 		if !seen[name] {
 			remove = append(remove, name)
 		}
@@ -67,19 +71,19 @@ func (s *Scheduler) diffJobs(jobs []Job, v int64, log *slog.Logger) (add []*jobS
 // removed and changed jobs leave the heap, added and changed ones enter it
 // from their first slot after their definition (or their last-fired slot,
 // whichever is later).
-func (s *Scheduler) applySource(ctx context.Context, h *jobHeap, add []*jobState, remove []string, log *slog.Logger) {
+func (r *runner) applySource(ctx context.Context, h *jobHeap, add []*jobState, remove []string, log *slog.Logger) {
 	for _, name := range remove {
-		if j, ok := s.dyn[name]; ok {
+		if j, ok := r.dyn[name]; ok {
 			if j.index >= 0 && j.index < h.Len() && (*h)[j.index] == j {
 				heap.Remove(h, j.index)
 			}
-			delete(s.dyn, name)
-			s.metrics.dropJob(name)
+			delete(r.dyn, name)
+			r.s.metrics.dropJob(name)
 		}
 	}
 	if len(add) == 0 {
 		if len(remove) > 0 {
-			log.Info("jobs defined at run time changed", "removed", len(remove), "version", s.srcVersion)
+			log.Info("jobs defined at run time changed", "removed", len(remove), "version", r.srcVersion)
 		}
 		return
 	}
@@ -87,17 +91,17 @@ func (s *Scheduler) applySource(ctx context.Context, h *jobHeap, add []*jobState
 	for i, j := range add {
 		names[i] = j.Name
 	}
-	last, err := s.cfg.Backend.LastFired(ctx, names)
+	last, err := r.backend.LastFired(ctx, names)
 	if last == nil && err != nil {
 		last = map[string]Slot{}
 	}
-	now := SlotOf(s.storeNow())
+	now := SlotOf(r.storeNow())
 	for _, j := range add {
-		s.startJob(j, last, nil, now)
-		s.dyn[j.Name] = j
+		r.startJob(j, last, nil, now)
+		r.dyn[j.Name] = j
 		heap.Push(h, j)
 	}
-	log.Info("jobs defined at run time changed", "added_or_changed", len(add), "removed", len(remove), "version", s.srcVersion)
+	log.Info("jobs defined at run time changed", "added_or_changed", len(add), "removed", len(remove), "version", r.srcVersion)
 }
 
 // newJobState builds a job's state and metrics; own: the job has its own
@@ -111,7 +115,7 @@ func (s *Scheduler) newJobState(j Job, own bool) *jobState {
 // startJob sets a job's cursor at the start of a term, or when it is
 // added during one: its last-fired slot (none: now), never before its
 // definition.
-func (s *Scheduler) startJob(j *jobState, last map[string]Slot, damaged map[string]*DamageError, now Slot) {
+func (r *runner) startJob(j *jobState, last map[string]Slot, damaged map[string]*DamageError, now Slot) {
 	j.broken, j.retry, j.backoff, j.brokenTop = nil, false, 0, 0
 	if c, ok := last[j.Name]; ok {
 		j.cursor = c
@@ -122,6 +126,6 @@ func (s *Scheduler) startJob(j *jobState, last map[string]Slot, damaged map[stri
 	if !j.Since.IsZero() {
 		j.cursor = max(j.cursor, SlotOf(j.Since))
 	}
-	j.retention = s.memo.retention(j.Schedule, now)
-	j.next = s.memo.next(j.Schedule, j.cursor)
+	j.retention = r.memo.retention(j.Schedule, now)
+	j.next = r.memo.next(j.Schedule, j.cursor)
 }

@@ -28,24 +28,24 @@ type refresh struct {
 
 // fetchRefresh reads the versions and whatever changed since ctlV and
 // srcV. It does I/O only; the firing loop applies the result.
-func (s *Scheduler) fetchRefresh(ctx context.Context, ctlV, srcV int64, log *slog.Logger) refresh {
-	var r refresh
-	if v, err := s.cfg.Backend.ControlsVersion(ctx); err == nil && v != ctlV {
-		ctl, v, err := s.cfg.Backend.Controls(ctx)
+func (r *runner) fetchRefresh(ctx context.Context, ctlV, srcV int64, log *slog.Logger) refresh {
+	var out refresh
+	if v, err := r.backend.ControlsVersion(ctx); err == nil && v != ctlV {
+		ctl, v, err := r.backend.Controls(ctx)
 		if err == nil || ctl != nil {
-			r.controls, r.ctlVersion, r.ctlChanged = ctl, v, true
+			out.controls, out.ctlVersion, out.ctlChanged = ctl, v, true
 		} else if ctx.Err() == nil {
 			log.Warn("reading the pause controls failed; the store still refuses paused slots", "err", err)
 		}
 	}
-	if s.cfg.Source != nil {
-		if v, err := s.cfg.Source.Version(ctx); err == nil && v != srcV {
-			if jobs, v, ok := s.fetchJobs(ctx, log); ok {
-				r.jobs, r.srcVersion, r.srcChanged = jobs, v, true
+	if r.s.cfg.Source != nil {
+		if v, err := r.s.cfg.Source.Version(ctx); err == nil && v != srcV {
+			if jobs, v, ok := r.s.fetchJobs(ctx, log); ok {
+				out.jobs, out.srcVersion, out.srcChanged = jobs, v, true
 			}
 		}
 	}
-	return r
+	return out
 }
 
 // refresher runs the background checks of one term.
@@ -57,29 +57,29 @@ type refresher struct {
 
 // maybeStart starts a check when none runs and the last is refreshEvery
 // old.
-func (rf *refresher) maybeStart(ctx context.Context, s *Scheduler, log *slog.Logger) {
-	if rf.pending != nil || s.clock.Since(rf.last) < refreshEvery {
+func (rf *refresher) maybeStart(ctx context.Context, r *runner, log *slog.Logger) {
+	if rf.pending != nil || r.s.clock.Since(rf.last) < refreshEvery {
 		return
 	}
-	rf.last = s.clock.Now()
+	rf.last = r.s.clock.Now()
 	ch := make(chan refresh, 1)
 	rf.pending = ch
-	ctlV, srcV := s.ctlVersion, s.srcVersion
+	ctlV, srcV := r.ctlVersion, r.srcVersion
 	rf.wg.Add(1)
 	go func() {
 		defer rf.wg.Done()
-		ch <- s.fetchRefresh(ctx, ctlV, srcV, log)
+		ch <- r.fetchRefresh(ctx, ctlV, srcV, log)
 	}()
 }
 
 // apply applies a finished check to the running term.
-func (s *Scheduler) applyRefresh(ctx context.Context, h *jobHeap, r refresh, log *slog.Logger) {
-	if r.ctlChanged {
-		s.controls, s.ctlVersion = r.controls, r.ctlVersion
+func (r *runner) applyRefresh(ctx context.Context, h *jobHeap, got refresh, log *slog.Logger) {
+	if got.ctlChanged {
+		r.controls, r.ctlVersion = got.controls, got.ctlVersion
 	}
-	if r.srcChanged {
-		if add, remove := s.diffJobs(r.jobs, r.srcVersion, log); add != nil || remove != nil {
-			s.applySource(ctx, h, add, remove, log)
+	if got.srcChanged {
+		if add, remove := r.diffJobs(got.jobs, got.srcVersion, log); add != nil || remove != nil {
+			r.applySource(ctx, h, add, remove, log)
 		}
 	}
 }

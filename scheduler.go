@@ -1,7 +1,6 @@
 package onetick
 
 import (
-	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
@@ -93,6 +92,7 @@ type Config struct {
 	// and the first ticks of the burst still leave in small calls.
 	ClaimBatch int
 	// Sink, if set, receives every claimed tick after the store accepted it.
+	// With Shards > 1 each shard's runner calls it, concurrently.
 	Sink       Sink
 	Clock      clockwork.Clock       // default the real clock
 	Logger     *slog.Logger          // default slog.Default()
@@ -103,11 +103,18 @@ type Config struct {
 	// fleet totals count every job. Default: every job while there are at
 	// most 1,000, beyond that only JobMetrics.Jobs.
 	JobMetrics JobMetrics
-	// OnNewLeader is passed to the elector.
+	// OnNewLeader is passed to the elector (with Shards > 1, to every
+	// shard's: it sees each shard's leaders).
 	OnNewLeader func(Lease)
 	// Source, if set, adds the jobs defined at run time (kept in the
 	// store): read at the start of each term and whenever they change.
 	Source JobSource
+	// Shards spreads the jobs over this many shards (docs/shards.md), each
+	// led by one replica of the fleet under its own lease: 0 or 1, one
+	// lease for every job. Above 1 the Backend must be a Sharder and a
+	// Members (the fleet's membership), and a Balancer spreads the shards'
+	// leaders over the live replicas (scheduler_shards.go).
+	Shards int
 }
 
 // Validate checks cfg, naming the field that is wrong. It does not modify
@@ -121,6 +128,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ClaimBatch < 0 {
 		return configErr("claim_batch", "must not be negative")
+	}
+	if err := c.validateShards(); err != nil {
+		return err
 	}
 	seen := make(map[string]int, len(c.Jobs))
 	for i, j := range c.Jobs {
@@ -193,43 +203,44 @@ func ValidJobName(n string) error {
 	return nil
 }
 
-// Scheduler fires jobs while its replica leads.
+// Scheduler fires jobs while its replica leads: with one shard, under one
+// Elector; with Config.Shards > 1, a runner per shard, each firing while
+// the Balancer's elector of its shard leads it (scheduler_shards.go).
 type Scheduler struct {
-	cfg     Config
-	lease   LeaseConfig
-	elector *Elector
-	metrics *Metrics
-	log     *slog.Logger
-	clock   clockwork.Clock
-	jobs    []*jobState
-
-	brokenJobs int // jobs with broken set; only the firing loop touches it
-
-	// Jobs defined at run time (Config.Source), by name; only the firing
-	// loop touches them.
-	dyn        map[string]*jobState
-	fileJob    map[string]bool
-	srcVersion int64
-
-	// The leader's copy of the store's pause controls, for accounting the
-	// slots it skips without claiming (grace, max_catchup) as paused
-	// rather than missed. Claims are arbitrated by the store itself.
-	controls   map[string]JobControl
-	ctlVersion int64
-
-	// memo remembers the last slot computations: jobs that share a
-	// schedule (a million "0 * * * *") compute them once per slot. Only
-	// the firing loop touches it.
-	memo slotMemo
+	// runner is shard 0's: the only one unless Config.Shards > 1.
+	runner
+	runners  []*runner // one per shard; runners[0] is &s.runner
+	balancer *Balancer // nil unless Config.Shards > 1
+	cfg      Config
+	lease    LeaseConfig
+	metrics  *Metrics
+	log      *slog.Logger
+	clock    clockwork.Clock
+	fileJob  map[string]bool // the names of Config.Jobs, every shard's
+	leading  leadCount       // shards led, for scheduler_is_leader (Shards > 1)
 }
 
 // Problems lists damaged store state this replica ran into (see
-// Elector.Problems), and each job the store currently refuses as broken.
-func (s *Scheduler) Problems() []Problem { return s.elector.Problems() }
+// Elector.Problems), every shard's, and each job the store currently
+// refuses as broken.
+func (s *Scheduler) Problems() []Problem {
+	var ps []Problem
+	for _, r := range s.runners {
+		ps = append(ps, r.elector.Problems()...)
+	}
+	return ps
+}
 
 // Ready returns nil unless damaged shared state stops this replica's work
-// (the lease, the epoch, the last-fired slots as a whole).
-func (s *Scheduler) Ready() error { return s.elector.Ready() }
+// (the lease, the epoch, the last-fired slots as a whole) in some shard.
+func (s *Scheduler) Ready() error {
+	for _, r := range s.runners {
+		if err := r.elector.Ready(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 type jobState struct {
 	Job
@@ -284,6 +295,13 @@ func New(cfg Config) (*Scheduler, error) {
 	m.LeaseTTL.Set(lease.TTL.Seconds())
 	s := &Scheduler{cfg: cfg, lease: lease, metrics: m, clock: cfg.Clock,
 		log: cfg.Logger.With("replica", cfg.Replica)}
+	s.runner = runner{s: s, shards: cfg.Shards, backend: cfg.Backend, log: s.log}
+	s.runners = []*runner{&s.runner}
+	if cfg.Shards > 1 {
+		if err := s.shardRunners(); err != nil {
+			return nil, err
+		}
+	}
 	own, all := cfg.JobMetrics.selects(len(cfg.Jobs))
 	s.fileJob = make(map[string]bool, len(cfg.Jobs))
 	exported := 0
@@ -294,10 +312,17 @@ func New(cfg Config) (*Scheduler, error) {
 		if js.metrics.own != nil {
 			exported++
 		}
-		s.jobs = append(s.jobs, js)
+		r := s.runners[ShardOf(j.Name, cfg.Shards)]
+		r.jobs = append(r.jobs, js)
 	}
 	if !all {
 		s.logJobMetrics(exported)
+	}
+	if cfg.Shards > 1 {
+		if err := s.balance(); err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
 	e, err := NewElector(ElectorConfig{
 		Backend: cfg.Backend, Holder: cfg.Replica, Lease: cfg.Lease, Clock: cfg.Clock,
@@ -316,6 +341,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.checkRelays(ctx); err != nil {
 		return err
 	}
+	if s.balancer != nil {
+		return s.balancer.Run(ctx)
+	}
 	return s.elector.Run(ctx)
 }
 
@@ -328,7 +356,7 @@ func (s *Scheduler) checkRelays(ctx context.Context) error {
 			// None, or NATS: its ticks go to the stream as any tick.
 			continue
 		}
-		r, ok := s.cfg.Backend.(Relayer)
+		r, ok := s.runners[ShardOf(j.Name, s.cfg.Shards)].backend.(Relayer)
 		if !ok {
 			return configErr(fmt.Sprintf("Jobs[%d].Relay", i), "job %s: this store cannot relay ticks to %s", j.Name, j.Relay.Kind)
 		}
@@ -339,194 +367,17 @@ func (s *Scheduler) checkRelays(ctx context.Context) error {
 	return nil
 }
 
-// Elector returns the scheduler's elector.
-func (s *Scheduler) Elector() *Elector { return s.elector }
+// Elector returns the scheduler's elector; nil with Config.Shards > 1,
+// where each shard has its own (Balancer).
+func (s *Scheduler) Elector() *Elector {
+	if s.balancer != nil {
+		return nil
+	}
+	return s.elector
+}
 
 // Metrics returns the scheduler's metrics.
 func (s *Scheduler) Metrics() *Metrics { return s.metrics }
-
-// storeNow is this replica's best estimate of the store's clock.
-func (s *Scheduler) storeNow() time.Time { return s.clock.Now().Add(s.elector.ClockOffset()) }
-
-// lead is the firing loop of one leadership term.
-func (s *Scheduler) lead(ctx context.Context, ld *Leadership) {
-	log := s.log.With("epoch", int64(ld.Lease.Epoch))
-	began := s.clock.Now()
-	all := s.jobs
-	if s.cfg.Source != nil {
-		s.dyn = map[string]*jobState{}
-		if jobs, v, ok := s.fetchJobs(ctx, log); ok {
-			add, _ := s.diffJobs(jobs, v, log)
-			s.dyn = make(map[string]*jobState, len(add))
-			for _, j := range add {
-				s.dyn[j.Name] = j
-			}
-			all = append(append([]*jobState(nil), s.jobs...), add...)
-		}
-	} else if len(s.jobs) == 0 {
-		<-ctx.Done()
-		return
-	}
-	last, damaged, ok := s.loadCursors(ctx, ld, all, log)
-	if !ok {
-		return
-	}
-	defer s.endTerm()
-	s.loadControls(ctx, log)
-	now := SlotOf(s.storeNow())
-	h := make(jobHeap, 0, len(all))
-	for _, j := range all {
-		s.startJob(j, last, damaged, now)
-		if d := damaged[j.Name]; d != nil {
-			s.markBroken(j, d, log)
-		}
-		h = append(h, j)
-	}
-	heap.Init(&h)
-	log.Info("firing", "jobs", len(h), "ready_in", s.clock.Since(began).Round(time.Millisecond))
-	var rf refresher
-	rf.last = s.clock.Now()
-	defer rf.wg.Wait()
-	minWait := time.Duration(0)
-	var due []*jobState
-	for {
-		wait := sourceCheckEvery
-		if len(h) > 0 && h[0].next != noSlot {
-			wait = max(s.clock.Until(h[0].next.Time().Add(-s.elector.ClockOffset())), minWait)
-		} else if s.cfg.Source == nil {
-			<-ctx.Done()
-			return
-		}
-		if s.cfg.Source != nil {
-			// Look for changes of the run-time jobs at least this often.
-			wait = min(wait, sourceCheckEvery)
-		}
-		rf.maybeStart(ctx, s, log)
-		if wait > 0 {
-			t := s.clock.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.Chan():
-			case r := <-rf.pending:
-				t.Stop()
-				rf.pending = nil
-				if ld.Trusted() {
-					s.applyRefresh(ctx, &h, r, log)
-				}
-				continue
-			}
-		} else if ctx.Err() != nil {
-			return
-		}
-		// A leader that was paused (GC, SIGSTOP) wakes here with its timer:
-		// if its lease is no longer trusted it must neither fire nor account
-		// for slots as missed; the next leader does that.
-		if !ld.Trusted() {
-			return
-		}
-		select {
-		case r := <-rf.pending:
-			rf.pending = nil
-			s.applyRefresh(ctx, &h, r, log)
-		default:
-		}
-		now := SlotOf(s.storeNow())
-		due = popDue(&h, now, due[:0])
-		early, fenced := s.claim(ctx, ld, due, now, log)
-		for _, j := range due {
-			j.next = s.memo.next(j.Schedule, j.cursor)
-			if j.retry {
-				// Damaged state refused the job's ticks: try again at its
-				// next slot or after the backoff, whichever is first.
-				j.retry = false
-				j.backoff = min(max(2*j.backoff, time.Second), maxDamageBackoff)
-				j.next = now + Slot(j.backoff.Milliseconds())
-				if n := nextSlot(j.Schedule, now); n != noSlot {
-					j.next = min(j.next, n)
-				}
-			} else if j.broken == nil {
-				j.backoff = 0
-			}
-		}
-		pushBack(&h, due)
-		if cap(due) > 4*len(due)+1024 {
-			due = nil // a burst is over: do not hold its buffer
-		}
-		if fenced || !ld.Trusted() {
-			return
-		}
-		minWait = 0
-		if early {
-			minWait = 5 * time.Millisecond
-		}
-	}
-}
-
-// maxDamageBackoff bounds the retry delay of a job whose state is
-// damaged: a repaired job fires again within this long at the latest.
-const maxDamageBackoff = 30 * time.Second
-
-// loadCursors reads the persisted last-fired slots, retrying while the
-// lease is trusted. Jobs whose own slot is damaged come back in damaged;
-// the last-fired state as a whole being damaged is reported once and
-// retried with a backoff until it is repaired.
-func (s *Scheduler) loadCursors(ctx context.Context, ld *Leadership, jobs []*jobState, log *slog.Logger) (map[string]Slot, map[string]*DamageError, bool) {
-	names := make([]string, len(jobs))
-	for i, j := range jobs {
-		names[i] = j.Name
-	}
-	wait := 100 * time.Millisecond
-	for {
-		last, err := s.cfg.Backend.LastFired(ctx, names)
-		var whole *DamageError
-		switch {
-		case err == nil:
-			s.elector.health.clear(StateClaim)
-			return last, nil, true
-		case last != nil && errors.Is(err, ErrDamaged):
-			// Some jobs' slots are damaged: the others start normally.
-			s.elector.health.clear(StateClaim)
-			damaged := map[string]*DamageError{}
-			for _, d := range Damages(err) {
-				damaged[d.Job] = d
-			}
-			return last, damaged, true
-		case errors.As(err, &whole):
-			s.elector.health.set(StateClaim, whole)
-			wait = min(max(2*wait, time.Second), maxDamageBackoff)
-		case ctx.Err() != nil:
-		default:
-			log.Warn("reading last-fired slots failed; retrying", "err", err)
-		}
-		if ctx.Err() != nil || !ld.Trusted() {
-			return nil, nil, false
-		}
-		t := s.clock.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, nil, false
-		case <-t.Chan():
-		}
-	}
-}
-
-// loadControls reads the pause controls at the start of a term (later
-// changes arrive through the background refresh). Failing to read them is
-// not fatal: the store still refuses paused slots; only the accounting of
-// skipped slots may then count a paused slot as missed.
-func (s *Scheduler) loadControls(ctx context.Context, log *slog.Logger) {
-	ctl, v, err := s.cfg.Backend.Controls(ctx)
-	if err != nil && ctl == nil {
-		if ctx.Err() == nil {
-			log.Warn("reading the pause controls failed; the store still refuses paused slots", "err", err)
-		}
-		return
-	}
-	s.controls, s.ctlVersion = ctl, v
-}
 
 // pausedSlots counts j's slots in (a, b] that fall in a pause interval.
 func pausedSlots(sch Schedule, ctl JobControl, a, b Slot) int64 {
@@ -544,62 +395,16 @@ func pausedSlots(sch Schedule, ctl JobControl, a, b Slot) int64 {
 	return n
 }
 
-// markBroken records that the store refused j's ticks because of d:
-// logged once per change of the damage, counted in scheduler_broken_jobs.
-func (s *Scheduler) markBroken(j *jobState, d *DamageError, log *slog.Logger) {
-	j.retry = true
-	if j.broken != nil && j.broken.Key == d.Key && j.broken.Reason == d.Reason {
-		return
-	}
-	if j.broken == nil {
-		s.brokenJobs++
-		s.metrics.BrokenJobs.Set(float64(s.brokenJobs))
-		j.brokenAt = s.clock.Now()
-	}
-	j.broken = d
-	attrs := []any{"job", j.Name, "key", d.Key, "reason", d.Reason}
-	if d.Field != "" {
-		attrs = append(attrs, "field", d.Field)
-	}
-	log.Error("job's store state is damaged: its ticks are refused until repaired (other jobs are unaffected)", attrs...)
-}
-
-// repaired records that the store accepted j's ticks again.
-func (s *Scheduler) repaired(j *jobState, log *slog.Logger) {
-	if j.broken == nil {
-		return
-	}
-	log.Info("job's store state usable again; firing by its preference", "job", j.Name, "key", j.broken.Key,
-		"damaged_for", s.clock.Since(j.brokenAt).Round(time.Millisecond))
-	j.broken = nil
-	j.backoff = 0
-	s.brokenJobs--
-	s.metrics.BrokenJobs.Set(float64(s.brokenJobs))
-}
-
-// endTerm forgets the damage seen in a leadership term: the next term
-// reads the store afresh.
-func (s *Scheduler) endTerm() {
-	for _, j := range s.jobs {
-		j.broken, j.skips = nil, nil
-	}
-	for _, j := range s.dyn {
-		j.broken, j.skips = nil, nil
-	}
-	s.brokenJobs = 0
-	s.metrics.BrokenJobs.Set(0)
-}
-
 // plan appends to ticks those to claim for j at store time now, applying
 // the job's preference to slots that are late, and moves j.cursor past the
 // slots it skips.
-func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger, ticks []Tick) []Tick {
+func (r *runner) plan(j *jobState, now Slot, log *slog.Logger, ticks []Tick) []Tick {
 	c := j.cursor
 	lo := c // fire slots in (lo, now]
 	if j.Prefer == PreferMissed {
 		lo = max(c, now-Slot(max(j.Grace, minGrace).Milliseconds())-1)
 	}
-	p := s.memo.plan(j.Schedule, c, lo, now, j.MaxCatchup)
+	p := r.memo.plan(j.Schedule, c, lo, now, j.MaxCatchup)
 	slots := p.slots
 	// Everything after the cursor and before the first slot to fire (or,
 	// when none is young enough to fire, up to now) is skipped.
@@ -609,7 +414,7 @@ func (s *Scheduler) plan(j *jobState, now Slot, log *slog.Logger, ticks []Tick) 
 	}
 	if skipped := p.skipped; skipped > 0 {
 		// Slots of a pause interval are paused, not missed.
-		if ctl, ok := s.controls[j.Name]; ok {
+		if ctl, ok := r.controls[j.Name]; ok {
 			if p := pausedSlots(j.Schedule, ctl, c, end); p > 0 {
 				j.metrics.paused(p)
 				skipped -= p
