@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 )
 
 var _ onetick.Sharder = (*Backend)(nil)
@@ -15,18 +16,11 @@ var _ onetick.Sharder = (*Backend)(nil)
 // store's ranges never reach a view's keys. Shard 0 of 1 is b itself. A
 // view does not own the client and its Close does nothing; b's closes.
 func (b *Backend) Shard(n, shards int) (onetick.Backend, error) {
-	if err := onetick.CheckShard(n, shards); err != nil {
-		return nil, err
-	}
-	if b.view {
-		return nil, fmt.Errorf("etcd: Shard(%d, %d) of the view %q: ask the store", n, shards, b.p)
-	}
-	if shards == 1 {
-		return b, nil
-	}
-	o := b.opts
-	o.Prefix = fmt.Sprintf("%sshard/%02d/", b.p, n)
-	v := New(b.c, o)
-	v.view = true
-	return v, nil
+	return storekit.Shard("etcd", b.view, n, shards, b, func() onetick.Backend {
+		o := b.opts
+		o.Prefix = fmt.Sprintf("%sshard/%02d/", b.p, n)
+		v := New(b.c, o)
+		v.view = true
+		return v
+	})
 }

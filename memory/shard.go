@@ -1,9 +1,8 @@
 package memory
 
 import (
-	"fmt"
-
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 )
 
 var _ onetick.Sharder = (*Backend)(nil)
@@ -17,30 +16,23 @@ var _ onetick.Sharder = (*Backend)(nil)
 // server without Cluster). Closing a view does nothing; closing b closes
 // every view.
 func (b *Backend) Shard(n, shards int) (onetick.Backend, error) {
-	if err := onetick.CheckShard(n, shards); err != nil {
-		return nil, err
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return nil, ErrClosed
 	}
-	if b.view {
-		return nil, fmt.Errorf("memory: Shard(%d, %d) of a shard's view: ask the store", n, shards)
-	}
-	if shards == 1 {
-		return b, nil
-	}
-	v, ok := b.views[n]
-	if !ok {
-		v = New(b.opts)
-		v.view = true
-		if b.views == nil {
-			b.views = map[int]*Backend{}
+	return storekit.Shard("memory", b.view, n, shards, b, func() onetick.Backend {
+		v, ok := b.views[n]
+		if !ok {
+			v = New(b.opts)
+			v.view = true
+			if b.views == nil {
+				b.views = map[int]*Backend{}
+			}
+			b.views[n] = v
 		}
-		b.views[n] = v
-	}
-	return v, nil
+		return v
+	})
 }
 
 // closeViewsLocked closes every view of b; b.mu is held.

@@ -1,9 +1,8 @@
 package redis
 
 import (
-	"fmt"
-
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/storekit"
 )
 
 var _ onetick.Sharder = (*Backend)(nil)
@@ -18,18 +17,11 @@ var _ onetick.Sharder = (*Backend)(nil)
 // the shard's range (ShardPrefix), so a claim is still one script on one
 // node; a job's own stream must carry the view's tag.
 func (b *Backend) Shard(n, shards int) (onetick.Backend, error) {
-	if err := onetick.CheckShard(n, shards); err != nil {
-		return nil, err
-	}
-	if b.view {
-		return nil, fmt.Errorf("redis: Shard(%d, %d) of the view %q: ask the store", n, shards, b.opts.Prefix)
-	}
-	if shards == 1 {
-		return b, nil
-	}
-	o := b.opts
-	o.Prefix = ShardPrefix(b.opts.Prefix, n, shards)
-	v := New(b.c, o)
-	v.view = true
-	return v, nil
+	return storekit.Shard("redis", b.view, n, shards, b, func() onetick.Backend {
+		o := b.opts
+		o.Prefix = ShardPrefix(b.opts.Prefix, n, shards)
+		v := New(b.c, o)
+		v.view = true
+		return v
+	})
 }

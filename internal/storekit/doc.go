@@ -14,7 +14,9 @@
 //   - the enqueue of triggers and backfills (Manual): one job's ticks of
 //     one kind, the per-tick decision and the control log's detail;
 //   - the worker store's Begin, Finish and Heartbeat over the primitives
-//     of one transaction (work*.go).
+//     of one transaction (work*.go);
+//   - how a store answers Sharder.Shard (Shard): checked numbers, a view
+//     never sharded again, shard 0 of 1 the store itself.
 //
 // A store uses it as an adapter: inside its own atomic step it reads
 // what a View asks for, calls Decide, and applies the Decision to its
