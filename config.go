@@ -4,8 +4,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // LeaseConfig sets the timing of the election. The zero value of each field
@@ -72,6 +75,21 @@ func (c LeaseConfig) Validate() error {
 		return configErr("lease.release_timeout", "must be positive, got %s", c.ReleaseTimeout)
 	}
 	return nil
+}
+
+// replicaDefaults fills what every part of the engine defaults alike: the
+// replica's holder identity (DefaultHolder; holder nil for a part without
+// one), the real clock and slog's default logger.
+func replicaDefaults(holder *string, clock *clockwork.Clock, logger **slog.Logger) {
+	if holder != nil && *holder == "" {
+		*holder = DefaultHolder()
+	}
+	if *clock == nil {
+		*clock = clockwork.NewRealClock()
+	}
+	if *logger == nil {
+		*logger = slog.Default()
+	}
 }
 
 // DefaultHolder returns a holder identity unique to this process:

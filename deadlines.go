@@ -203,17 +203,12 @@ func NewDeadlineWatcher(cfg DeadlineConfig) (*DeadlineWatcher, error) {
 	if cfg.Lookback == 0 {
 		cfg.Lookback = DefaultDeadlineLookback
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clockwork.NewRealClock()
-	}
+	replicaDefaults(nil, &cfg.Clock, &cfg.Logger)
 	if cfg.Now == nil {
 		cfg.Now = cfg.Clock.Now
 	}
 	if cfg.Leading == nil {
 		cfg.Leading = func() bool { return true }
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
 	}
 	if cfg.Metrics == nil {
 		m, err := NewMetrics(nil)

@@ -110,15 +110,7 @@ func NewElector(cfg ElectorConfig) (*Elector, error) {
 	if err := cfg.Lease.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Holder == "" {
-		cfg.Holder = DefaultHolder()
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clockwork.NewRealClock()
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	replicaDefaults(&cfg.Holder, &cfg.Clock, &cfg.Logger)
 	if cfg.Metrics == nil {
 		cfg.Metrics, _ = NewMetrics(nil)
 	}

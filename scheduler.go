@@ -272,15 +272,7 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, err
 	}
 	lease := cfg.Lease.WithDefaults()
-	if cfg.Clock == nil {
-		cfg.Clock = clockwork.NewRealClock()
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Replica == "" {
-		cfg.Replica = DefaultHolder()
-	}
+	replicaDefaults(&cfg.Replica, &cfg.Clock, &cfg.Logger)
 	if cfg.ClaimBatch == 0 {
 		cfg.ClaimBatch = 2000
 	}

@@ -100,15 +100,7 @@ func NewBalancer(cfg BalancerConfig) (*Balancer, error) {
 	if err := cfg.Lease.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Holder == "" {
-		cfg.Holder = DefaultHolder()
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clockwork.NewRealClock()
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	replicaDefaults(&cfg.Holder, &cfg.Clock, &cfg.Logger)
 	b := &Balancer{
 		cfg: cfg, lease: cfg.Lease.WithDefaults(), clock: cfg.Clock,
 		log:      cfg.Logger.With("replica", cfg.Holder),
