@@ -112,6 +112,8 @@ type Handle struct {
 	close    func() error
 	// ledgerOff: the configuration keeps no ledger (ledger.off).
 	ledgerOff bool
+	// shards is the configuration's shard count (1: the store itself).
+	shards int
 }
 
 // Open opens the store f names (the embedded one of o without a shared
@@ -125,6 +127,11 @@ func Open(ctx context.Context, f *config.File, o Options) (*Handle, error) {
 	h, err := open(ctx, f, o)
 	if h != nil {
 		h.ledgerOff = o.ledger.Off
+		h.shards = max(f.Shards, 1)
+		if _, ok := h.backend.(onetick.Sharder); h.shards > 1 && !ok {
+			_ = h.Close()
+			return nil, invalid(fmt.Errorf("%s: shards: %d shards need a store that shards; the %s store does not (give 1, the default)", f.Path, h.shards, h.desc.Kind))
+		}
 	}
 	return h, err
 }
@@ -198,6 +205,30 @@ func (h *Handle) Upkeep(ctx context.Context) {
 // Sink is where ticks go when nothing reads the store's streams (the
 // embedded stores: standard output); nil for a shared store.
 func (h *Handle) Sink() onetick.Sink { return h.sink }
+
+// Shards is the configuration's shard count: 1 unless `shards:` says more
+// (docs/shards.md).
+func (h *Handle) Shards() int { return max(h.shards, 1) }
+
+// View is shard n's view of the store (docs/shards.md, decision 2): the
+// store itself with one shard. Fleet-wide state (run-time job
+// definitions, membership) is read through Backend, never through a view.
+func (h *Handle) View(n int) (onetick.Backend, error) {
+	if h.Shards() == 1 && n == 0 {
+		return h.backend, nil
+	}
+	sh, ok := h.backend.(onetick.Sharder)
+	if !ok {
+		return nil, fmt.Errorf("the %s store does not shard", h.desc.Kind)
+	}
+	return sh.Shard(n, h.Shards())
+}
+
+// ForJob is the view of the shard that holds job (onetick.ShardOf): where
+// its controls, records, ledger and default stream are.
+func (h *Handle) ForJob(job string) (onetick.Backend, error) {
+	return h.View(onetick.ShardOf(job, h.Shards()))
+}
 
 // Close closes the store and every client Open built for it.
 func (h *Handle) Close() error { return h.close() }
