@@ -136,6 +136,19 @@ type DeadlineConfig struct {
 	Now    func() time.Time
 	Clock  clockwork.Clock
 	Logger *slog.Logger
+
+	// perShard, set by a sharded Scheduler's DeadlineWatcher, judges each
+	// job through its shard: its ledger, its store clock, and only while
+	// this replica leads that shard.
+	perShard *shardWatch
+}
+
+// shardWatch is how a sharded scheduler's watcher sees each job's shard
+// (docs/shards.md, "Who reads the fleet").
+type shardWatch struct {
+	leads  func(job string) bool
+	ledger func(job string) Ledger
+	now    func(job string) time.Time
 }
 
 // DeadlineWatcher watches the jobs' deadlines; see the top of deadlines.go.
@@ -223,13 +236,52 @@ func NewDeadlineWatcher(cfg DeadlineConfig) (*DeadlineWatcher, error) {
 // DeadlineWatcher builds a watcher of s's jobs that checks while s leads;
 // cfg gives the ledger, the timing and the notifier.
 func (s *Scheduler) DeadlineWatcher(cfg DeadlineConfig) (*DeadlineWatcher, error) {
-	if s.balancer != nil {
-		return nil, errShardedDeadlines(s.cfg.Shards)
-	}
 	cfg.Jobs, cfg.Source, cfg.JobMetrics = s.cfg.Jobs, s.cfg.Source, s.cfg.JobMetrics
-	cfg.Metrics, cfg.Clock, cfg.Now, cfg.Leading = s.metrics, s.clock, s.storeNow, s.elector.IsLeader
+	cfg.Metrics, cfg.Clock, cfg.Now = s.metrics, s.clock, s.storeNow
 	cfg.Logger = s.log
+	if s.balancer == nil {
+		cfg.Leading = s.elector.IsLeader
+		return NewDeadlineWatcher(cfg)
+	}
+	// Sharded: one watcher checks while this replica leads any shard, and
+	// judges a job only while it leads the job's shard, from that shard's
+	// ledger. A job whose shard it stops leading is forgotten, as every
+	// job is when a single leader steps down.
+	of := func(job string) *runner { return s.runners[ShardOf(job, s.cfg.Shards)] }
+	cfg.Leading = func() bool { return len(s.balancer.Led()) > 0 }
+	fleet := cfg.Ledger
+	cfg.perShard = &shardWatch{
+		leads: func(job string) bool { return of(job).elector.IsLeader() },
+		ledger: func(job string) Ledger {
+			if fleet == nil {
+				return nil
+			}
+			lg, _ := of(job).backend.(Ledger)
+			return lg
+		},
+		now: func(job string) time.Time { return of(job).storeNow() },
+	}
 	return NewDeadlineWatcher(cfg)
+}
+
+// ledger is the ledger that holds job's records.
+func (w *DeadlineWatcher) ledger(job string) Ledger {
+	if w.cfg.perShard != nil {
+		return w.cfg.perShard.ledger(job)
+	}
+	return w.cfg.Ledger
+}
+
+// judgesNow says whether this replica judges job now (a sharded
+// scheduler: it leads the job's shard) and the store's time for it.
+func (w *DeadlineWatcher) judgesNow(job string, now time.Time) (time.Time, bool) {
+	if w.cfg.perShard == nil {
+		return now, true
+	}
+	if !w.cfg.perShard.leads(job) {
+		return now, false
+	}
+	return w.cfg.perShard.now(job), true
 }
 
 // Run checks every CheckEvery until ctx is done.
@@ -289,7 +341,14 @@ func (w *DeadlineWatcher) Check(ctx context.Context) error {
 	names := w.names()
 	for _, name := range names {
 		j := w.jobs[name]
-		if err := w.judge(ctx, j, now); err != nil {
+		jnow, ok := w.judgesNow(name, now)
+		if !ok { // another replica leads its shard: forget, as on a step-down
+			if j.judged || !j.takeover {
+				w.jobs[name] = &watchedJob{Job: j.Job, takeover: true, metrics: j.metrics}
+			}
+			continue
+		}
+		if err := w.judge(ctx, j, jnow); err != nil {
 			if errors.Is(err, ErrLedgerOff) {
 				w.sayNoLedger()
 				return nil
@@ -299,7 +358,7 @@ func (w *DeadlineWatcher) Check(ctx context.Context) error {
 			}
 			continue
 		}
-		w.note(j, now)
+		w.note(j, jnow)
 	}
 	// The states are readable, and the gauge set, before the notices go
 	// out: a slow receiver delays only them.

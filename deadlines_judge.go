@@ -51,7 +51,7 @@ func only(k int, lim time.Duration) Deadline {
 
 // judge sets j.kinds from the ledger at now.
 func (w *DeadlineWatcher) judge(ctx context.Context, j *watchedJob, now time.Time) error {
-	lg := w.cfg.Ledger
+	lg := w.ledger(j.Name)
 	floor := j.Since // a job defined at run time has no slot before
 	lim := limits(j.Deadline)
 	var (
@@ -169,7 +169,7 @@ func (w *DeadlineWatcher) covered(ctx context.Context, j *watchedJob, p Slot) (b
 	if j.hasOldest && j.oldest < p {
 		return true, nil
 	}
-	rp, err := w.cfg.Ledger.Runs(ctx, RunQuery{Job: j.Name, To: p - 1, Limit: 1})
+	rp, err := w.ledger(j.Name).Runs(ctx, RunQuery{Job: j.Name, To: p - 1, Limit: 1})
 	if err != nil {
 		return false, err
 	}
