@@ -1,0 +1,399 @@
+//go:build verify
+
+package verify
+
+// Shards (issue 23, docs/shards.md): three replicas over six shards on
+// one Redis, every shard led by one replica, two jobs "@every 1s" in
+// each shard (prefer missed with the default grace, and prefer
+// duplicate: both are caught up after a failover). A replica leading
+// several shards is killed with SIGKILL, and the fleet is deployed
+// replica by replica with SIGTERM. Per shard: the time from the fault to
+// the shard's next term (lease) and to its first claimed tick. Across
+// the fleet: no slot twice, none missed, every shard led again and the
+// shares balanced.
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onetick/onetick"
+)
+
+// fleetShards is the shard count of the sharded scenarios.
+const fleetShards = 6
+
+// shardFleet is a Fleet whose configuration spreads its jobs over
+// fleetShards shards.
+type shardFleet struct {
+	*Fleet
+	jobs    []string
+	shardOf map[string]int
+	views   []onetick.Backend
+}
+
+// shardJobs names two jobs per shard: the first prefers missed (default
+// grace, 2×ttl), the second duplicate.
+func shardJobs(shards int) ([]string, map[string]int, map[string]string) {
+	var jobs []string
+	of, prefer := map[string]int{}, map[string]string{}
+	have := make([]int, shards)
+	for i := 0; len(jobs) < 2*shards; i++ {
+		name := fmt.Sprintf("sh-%d", i)
+		n := onetick.ShardOf(name, shards)
+		if have[n] == 2 {
+			continue
+		}
+		prefer[name] = []string{"missed", "duplicate"}[have[n]]
+		have[n]++
+		jobs = append(jobs, name)
+		of[name] = n
+	}
+	return jobs, of, prefer
+}
+
+// newShardFleet prepares a sharded fleet on its own Redis.
+func newShardFleet(t *testing.T, scenario string) *shardFleet {
+	t.Helper()
+	jobs, of, prefer := shardJobs(fleetShards)
+	var b strings.Builder
+	fmt.Fprintf(&b, "shards: %d\n%s", fleetShards, fleetYAML)
+	for _, j := range jobs {
+		fmt.Fprintf(&b, "  - name: %s\n    schedule: \"@every 1s\"\n    prefer: %s\n    stream: %s\n", j, prefer[j], streamOf(j))
+	}
+	f := NewFleetWith(t, scenario, StartRedis(t), b.String())
+	sf := &shardFleet{Fleet: f, jobs: jobs, shardOf: of}
+	for n := range fleetShards {
+		v, err := f.backend.Shard(n, fleetShards)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sf.views = append(sf.views, v)
+	}
+	return sf
+}
+
+// leases reads every shard's lease.
+func (f *shardFleet) leases() []onetick.LeaderInfo {
+	f.t.Helper()
+	out := make([]onetick.LeaderInfo, len(f.views))
+	for n, v := range f.views {
+		li, err := v.Leader(ctxFor(f.t, 5*time.Second))
+		if err != nil {
+			f.t.Fatalf("shard %d: reading its lease: %v", n, err)
+		}
+		out[n] = li
+	}
+	return out
+}
+
+// held counts the shards each holder leads.
+func held(ls []onetick.LeaderInfo) map[string]int {
+	out := map[string]int{}
+	for _, l := range ls {
+		if l.Held {
+			out[l.Lease.Holder]++
+		}
+	}
+	return out
+}
+
+// awaitBalanced waits until every shard is led by a live replica and
+// each live replica leads floor or ceil of its fair share.
+func (f *shardFleet) awaitBalanced(d time.Duration) []onetick.LeaderInfo {
+	f.t.Helper()
+	var ls []onetick.LeaderInfo
+	ok := Poll(d, 50*time.Millisecond, func() bool {
+		ls = f.leases()
+		live := f.Live()
+		h := held(ls)
+		total := 0
+		for _, r := range live {
+			n := h[r.Name]
+			if n < fleetShards/len(live) || n > onetick.FairShare(fleetShards, len(live)) {
+				return false
+			}
+			total += n
+		}
+		return total == fleetShards
+	})
+	if !ok {
+		f.t.Fatalf("shards not balanced over %v within %s: %s", names(f.Live()), d, fmtLeases(ls))
+	}
+	return ls
+}
+
+func fmtLeases(ls []onetick.LeaderInfo) string {
+	var parts []string
+	for n, l := range ls {
+		if l.Held {
+			parts = append(parts, fmt.Sprintf("%d:%s|%d", n, l.Lease.Holder, l.Lease.Epoch))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d:-", n))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// handover is when shard n was led again after a fault: its next lease
+// and the first tick that term claimed.
+type handover struct {
+	shard        int
+	from         onetick.Lease
+	to           onetick.Lease
+	leased, tick time.Duration // from the fault
+}
+
+// awaitHandovers waits until each shard in old is led by another term,
+// polling the leases, then finds each new term's first claimed tick in
+// the shard's streams.
+func (f *shardFleet) awaitHandovers(at time.Time, old map[int]onetick.Lease, d time.Duration) []handover {
+	f.t.Helper()
+	out := map[int]*handover{}
+	ok := Poll(d, 10*time.Millisecond, func() bool {
+		ls := f.leases()
+		for n, was := range old {
+			if out[n] == nil && ls[n].Held && ls[n].Lease != was {
+				out[n] = &handover{shard: n, from: was, to: ls[n].Lease, leased: time.Since(at)}
+			}
+		}
+		return len(out) == len(old)
+	})
+	if !ok {
+		f.t.Fatalf("shards %v not led again within %s of the fault: %s", keys(old), d, fmtLeases(f.leases()))
+	}
+	var hs []handover
+	for n, h := range out {
+		var first time.Time
+		if !Poll(d, 50*time.Millisecond, func() bool {
+			first = f.firstTick(n, h.to)
+			return !first.IsZero()
+		}) {
+			f.t.Fatalf("shard %d: its new term %s claimed no tick within %s", n, h.to.Token(), d)
+		}
+		h.tick = first.Sub(at)
+		hs = append(hs, *h)
+	}
+	sort.Slice(hs, func(i, k int) bool { return hs[i].shard < hs[k].shard })
+	return hs
+}
+
+func keys(m map[int]onetick.Lease) []int {
+	var out []int
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// firstTick is the Redis time of the first entry the term l claimed for
+// a job of shard n (zero when none yet).
+func (f *shardFleet) firstTick(n int, l onetick.Lease) time.Time {
+	var first time.Time
+	for _, j := range f.jobs {
+		if f.shardOf[j] != n {
+			continue
+		}
+		for _, e := range f.ReadStream(j) {
+			if e.Replica == l.Holder && e.Epoch == l.Epoch && (first.IsZero() || e.At.Before(first)) {
+				first = e.At
+			}
+		}
+	}
+	return first
+}
+
+// check analyses every job's stream: no slot twice, none missed (every
+// job is caught up after a failover), none early, in order; and every
+// shard's ticks come from terms of that shard only.
+func (f *shardFleet) check(t *testing.T) map[string]*Analysis {
+	t.Helper()
+	WaitPhase(450 * time.Millisecond)
+	as := map[string]*Analysis{}
+	for _, j := range f.jobs {
+		a := Analyze(j, f.ReadStream(j), interval)
+		as[j] = a
+		t.Log(a)
+		switch {
+		case len(a.Entries) == 0:
+			t.Errorf("%s: no entries at all", j)
+		case len(a.Duplicates) > 0:
+			t.Errorf("%s (shard %d): %d duplicate slots: %v", j, f.shardOf[j], len(a.Duplicates), fmtSlots(a.Duplicates))
+		case len(a.Missed) > 0:
+			t.Errorf("%s (shard %d): %d missed slots: %v", j, f.shardOf[j], len(a.Missed), fmtSlots(a.Missed))
+		case len(a.Early) > 0:
+			t.Errorf("%s: %d entries appended more than %s before their slot", j, len(a.Early), earlyTolerance)
+		case a.OutOfOrder > 0:
+			t.Errorf("%s: %d entries out of slot order", j, a.OutOfOrder)
+		}
+	}
+	// Two jobs of one shard are fired by the same terms: a term that
+	// fired one and not the other (both fire every second) would be a
+	// shard whose jobs were split between leaders.
+	for n := range fleetShards {
+		var pair []*Analysis
+		for _, j := range f.jobs {
+			if f.shardOf[j] == n {
+				pair = append(pair, as[j])
+			}
+		}
+		if len(pair) == 2 && !sameTerms(pair[0], pair[1]) {
+			t.Errorf("shard %d: its jobs %s and %s were fired by different terms: %v vs %v", n, pair[0].Job, pair[1].Job, termsOf(pair[0]), termsOf(pair[1]))
+		}
+	}
+	return as
+}
+
+func termsOf(a *Analysis) []string {
+	var out []string
+	for _, s := range a.Terms {
+		out = append(out, s.Term)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sameTerms(a, b *Analysis) bool {
+	return strings.Join(termsOf(a), ",") == strings.Join(termsOf(b), ",")
+}
+
+func totalDuplicates(as map[string]*Analysis) int {
+	n := 0
+	for _, a := range as {
+		n += len(a.Duplicates)
+	}
+	return n
+}
+
+func missedTotal(as map[string]*Analysis) string {
+	n := 0
+	for _, a := range as {
+		n += len(a.Missed)
+	}
+	return fmt.Sprintf("%d jobs over %d shards: %d", len(as), fleetShards, n)
+}
+
+// mostShards is the live replica that leads the most shards (by name on
+// a tie) and the leases it holds.
+func (f *shardFleet) mostShards(ls []onetick.LeaderInfo) (*Replica, map[int]onetick.Lease) {
+	h := held(ls)
+	var best *Replica
+	for _, r := range f.Live() {
+		if best == nil || h[r.Name] > h[best.Name] || (h[r.Name] == h[best.Name] && r.Name < best.Name) {
+			best = r
+		}
+	}
+	own := map[int]onetick.Lease{}
+	for n, l := range ls {
+		if l.Held && l.Lease.Holder == best.Name {
+			own[n] = l.Lease
+		}
+	}
+	return best, own
+}
+
+func handoverTimes(hs []handover) (leased, ticked []time.Duration, notes []string) {
+	for _, h := range hs {
+		leased = append(leased, h.leased)
+		ticked = append(ticked, h.tick)
+		notes = append(notes, fmt.Sprintf("shard %d: %s → %s, leased after %s, first tick after %s",
+			h.shard, h.from.Token(), h.to.Token(), h.leased.Round(time.Millisecond), h.tick.Round(time.Millisecond)))
+	}
+	return
+}
+
+// TestShardsKill kills, three times, the replica that leads the most
+// shards (two of six over three replicas) and starts a replacement. Each
+// of its shards must be led again, and fire, within ttl + 2×renew +
+// slack of the kill: its lease and its membership expire within a ttl,
+// and the survivors' next round (every renew) takes it. Nothing is fired
+// twice, nothing missed.
+func TestShardsKill(t *testing.T) {
+	const scenario = "16a. shards: kill -9 of a replica leading several shards"
+	Scenario(t, scenario)
+	f := newShardFleet(t, scenario)
+	for i := 1; i <= 3; i++ {
+		f.Start(fmt.Sprintf("r%d", i))
+	}
+	ls := f.awaitBalanced(30 * time.Second)
+	Settle(3 * time.Second)
+
+	const rounds = 3
+	bound := ttl + 2*renew + slack
+	var leased, ticked []time.Duration
+	var notes []string
+	for round := 1; round <= rounds; round++ {
+		victim, own := f.mostShards(ls)
+		if len(own) < 2 {
+			t.Fatalf("round %d: %s leads %d shards, want several (%s)", round, victim.Name, len(own), fmtLeases(ls))
+		}
+		WaitPhase(500 * time.Millisecond)
+		at := f.Kill(victim)
+		repl := f.Start(fmt.Sprintf("r%d", 3+round))
+		hs := f.awaitHandovers(at, own, bound+10*time.Second)
+		l, k, n := handoverTimes(hs)
+		leased, ticked = append(leased, l...), append(ticked, k...)
+		for _, h := range hs {
+			if h.tick > bound {
+				t.Errorf("round %d: shard %d fired again %s after the kill, want <= ttl+2×renew+slack = %s", round, h.shard, h.tick, bound)
+			}
+		}
+		t.Logf("round %d: killed %s (shards %v), replacement %s: %s", round, victim.Name, keys(own), repl.Name, strings.Join(n, "; "))
+		ls = f.awaitBalanced(30 * time.Second)
+		Settle(2 * time.Second)
+	}
+	as := f.check(t)
+	notes = append(notes, fmt.Sprintf("%d kills of the replica leading the most shards (2 of %d over 3 replicas); per shard, kill → next lease: %v; kill → first tick: %v; bound ttl+2×renew+1s = %s.",
+		rounds, fleetShards, roundAll(leased), roundAll(ticked), bound))
+	AddRow(t, &Row{Scenario: scenario, Runs: rounds, Duplicates: totalDuplicates(as), Missed: missedTotal(as),
+		TimeLabel: "kill → shard's first tick", Times: ticked, Notes: notes})
+}
+
+// TestShardsRollingDeploy replaces three replicas of a sharded fleet one
+// by one: a new replica starts, then an old one gets SIGTERM. The old
+// one releases its shards and leaves the membership, so the others take
+// them without waiting out a lease. Nothing fired twice, nothing missed.
+func TestShardsRollingDeploy(t *testing.T) {
+	const scenario = "16b. shards: rolling deploy"
+	Scenario(t, scenario)
+	f := newShardFleet(t, scenario)
+	old := []*Replica{f.Start("v1-a"), f.Start("v1-b"), f.Start("v1-c")}
+	f.awaitBalanced(30 * time.Second)
+	Settle(3 * time.Second)
+
+	var leased, ticked []time.Duration
+	var notes []string
+	for i, o := range old {
+		f.Start(fmt.Sprintf("v2-%c", 'a'+i))
+		ls := f.awaitBalanced(30 * time.Second)
+		own := map[int]onetick.Lease{}
+		for n, l := range ls {
+			if l.Held && l.Lease.Holder == o.Name {
+				own[n] = l.Lease
+			}
+		}
+		WaitPhase(500 * time.Millisecond)
+		at := f.Stop(o)
+		if len(own) == 0 {
+			t.Logf("step %d: %s led no shard when stopped", i+1, o.Name)
+			continue
+		}
+		hs := f.awaitHandovers(at, own, 2*ttl+10*time.Second)
+		l, k, n := handoverTimes(hs)
+		leased, ticked = append(leased, l...), append(ticked, k...)
+		t.Logf("step %d: stopped %s (shards %v): %s", i+1, o.Name, keys(own), strings.Join(n, "; "))
+		f.awaitBalanced(30 * time.Second)
+		Settle(2 * time.Second)
+	}
+	as := f.check(t)
+	if len(leased) == 0 {
+		t.Error("no stopped replica led a shard")
+	}
+	notes = append(notes, fmt.Sprintf("%d steps (start v2, SIGTERM v1); per shard handed over, SIGTERM → next lease: %v; SIGTERM → first tick: %v (jobs fire at whole seconds, so up to 1s of it is waiting for the next slot).",
+		len(old), roundAll(leased), roundAll(ticked)))
+	AddRow(t, &Row{Scenario: scenario, Runs: len(old), Duplicates: totalDuplicates(as), Missed: missedTotal(as),
+		TimeLabel: "SIGTERM → shard's next lease", Times: leased, Notes: notes})
+}
