@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -256,6 +257,55 @@ func TestMigrateShardsKeepsTheLease(t *testing.T) {
 	} {
 		if _, err := b.Pool().Exec(ctx, b.Q(q)); err == nil {
 			t.Fatalf("%s: accepted", q)
+		}
+	}
+}
+
+// A view's control log pages back through other shards' records until it
+// has n of its own: shard 1's one record, older than 40 of shard 2's, is
+// found; the store's log holds all of them.
+func TestShardControlLogPages(t *testing.T) {
+	ctx := ctxT(t)
+	b := open(t)
+	defer b.Close()
+	const shards = 3
+	j1, j2 := jobOf(1, shards), jobOf(2, shards)
+	v1, _ := b.Shard(1, shards)
+	v2, _ := b.Shard(2, shards)
+	who := onetick.Actor{Who: "alice", Reason: "test"}
+	if _, err := v1.Pause(ctx, j1, who); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		f := v2.Pause
+		if i%2 == 1 {
+			f = v2.Resume
+		}
+		if _, err := f(ctx, j2, who); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []int{1, 5} {
+		if log, err := v1.ControlLog(ctx, n); err != nil || len(log) != 1 || log[0].Job != j1 {
+			t.Fatalf("shard 1's newest %d control records: %+v, %v; want %s's one", n, log, err, j1)
+		}
+	}
+	if log, err := v2.ControlLog(ctx, 50); err != nil || len(log) != 40 {
+		t.Fatalf("shard 2's control log: %d records, %v; want 40", len(log), err)
+	}
+	if log, err := b.ControlLog(ctx, 50); err != nil || len(log) != 41 {
+		t.Fatalf("the store's control log: %d records, %v; want 41", len(log), err)
+	}
+	if log, err := v1.ControlLog(ctx, 0); err != nil || len(log) != 0 {
+		t.Fatalf("ControlLog(0): %+v, %v", log, err)
+	}
+}
+
+// jobOf returns a job name that onetick.ShardOf puts in shard n.
+func jobOf(n, shards int) string {
+	for i := 0; ; i++ {
+		if j := "job" + strconv.Itoa(i); onetick.ShardOf(j, shards) == n {
+			return j
 		}
 	}
 }
