@@ -294,6 +294,9 @@ func testShardStatePerShard(t *testing.T, h Harness, s onetick.Sharder) {
 	if last, err := b.LastFired(ctx, []string{"j"}); err != nil || len(last) != 0 {
 		t.Fatalf("the store's last-fired slots %v, %v; want none", last, err)
 	}
+	if n1, n2 := len(h.Stream(t, v1, vs(v1, "same"))), len(h.Stream(t, v2, vs(v2, "same"))); n1 != 1 || n2 != 2 {
+		t.Fatalf("the shards' streams of one job hold %d and %d entries, want 1 and 2", n1, n2)
+	}
 	tr := onetick.Tick{Job: "j", Key: "req-1", Payload: `{}`, Retention: time.Hour}
 	for i, v := range []onetick.Backend{v1, v1, v2} {
 		tr.Stream = vs(v, "trigger")
