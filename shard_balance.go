@@ -181,10 +181,29 @@ func (b *Balancer) poke() {
 }
 
 // Run runs the electors and the rounds until ctx is done. On return no
-// shard is led, and every lease this replica held has been released
-// (each elector's shutdown). Run is called once.
+// shard is led, every lease this replica held has been released (each
+// elector's shutdown), and this replica has left the membership. Run is
+// called once.
+//
+// A clean stop hands every shard over at once, without a TTL's wait:
+// when ctx is done the rounds stop (no heartbeat may follow), the
+// replica leaves the membership (Members.Leave, bounded by the lease's
+// ReleaseTimeout), and only then do the electors stop firing and release
+// their leases. The order is what makes the hand-over prompt: a
+// survivor's round runs on each release notice (Watch), and its
+// heartbeat, which follows the leave, no longer counts this replica, so
+// it deals the released shards among the survivors and takes its own.
+// Leaving after the releases instead would race them: a round woken by
+// the last release could still count this replica live, deal it its own
+// shards, and nothing would wake the survivors again before their next
+// renew period. Leaving first is safe: a shard still held is never dealt
+// (PlanShards), whether its holder is live or not, so the survivors take
+// nothing before it is released. If the leave fails, the survivors count
+// this replica live until its entry expires (a TTL), as after a crash.
 func (b *Balancer) Run(ctx context.Context) error {
-	ectx, cancel := context.WithCancel(ctx)
+	// The electors run until the leave is done, not until ctx is: their
+	// releases must follow it.
+	ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
@@ -210,12 +229,28 @@ func (b *Balancer) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			b.leave(ctx)
 			return nil
 		case <-b.wake:
 		case <-t.Chan():
 		}
 		t.Stop()
 	}
+}
+
+// leave removes this replica from the membership on shutdown, under a
+// context that ctx's end does not cancel, bounded like a lease's release.
+func (b *Balancer) leave(ctx context.Context) {
+	for i := range b.gates { // nothing new is taken meanwhile
+		b.gates[i].Store(false)
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.lease.ReleaseTimeout)
+	defer cancel()
+	if err := b.cfg.Members.Leave(lctx, b.cfg.Holder); err != nil {
+		b.log.Warn("leaving the membership failed; the others count this replica live until its entry expires", "err", err)
+		return
+	}
+	b.log.Info("left the membership")
 }
 
 // round is one balancing round (docs/shards.md, "Balancing").
