@@ -78,6 +78,7 @@ type Balancer struct {
 	electors []*Elector
 	gates    []atomic.Bool // MayAcquire of each shard's elector
 	stepping []atomic.Bool // stepped down for balance, lease not yet released
+	notes    []chan struct{} // each shard's release notices, for its elector; coalesced
 	wake     chan struct{} // asks for a round; coalesced
 
 	mu     sync.Mutex
@@ -106,7 +107,11 @@ func NewBalancer(cfg BalancerConfig) (*Balancer, error) {
 		log:      cfg.Logger.With("replica", cfg.Holder),
 		gates:    make([]atomic.Bool, len(cfg.Shards)),
 		stepping: make([]atomic.Bool, len(cfg.Shards)),
+		notes:    make([]chan struct{}, len(cfg.Shards)),
 		wake:     make(chan struct{}, 1),
+	}
+	for i := range b.notes {
+		b.notes[i] = make(chan struct{}, 1)
 	}
 	for i, s := range cfg.Shards {
 		e, err := NewElector(b.electorConfig(i, s))
@@ -124,7 +129,7 @@ func NewBalancer(cfg BalancerConfig) (*Balancer, error) {
 func (b *Balancer) electorConfig(i int, s Leaser) ElectorConfig {
 	cfg := b.cfg
 	ec := ElectorConfig{
-		Backend: s, Holder: cfg.Holder, Lease: cfg.Lease, Clock: cfg.Clock,
+		Backend: sharedWatch{s, b.notes[i]}, Holder: cfg.Holder, Lease: cfg.Lease, Clock: cfg.Clock,
 		Logger:     cfg.Logger.With("shard", i),
 		MayAcquire: b.gates[i].Load,
 		OnStartedLeading: func(ctx context.Context, l *Leadership) {
@@ -216,10 +221,14 @@ func (b *Balancer) Run(ctx context.Context) error {
 			defer wg.Done()
 			_ = e.Run(ectx)
 		}()
-		go func() {
+		go func() { // one subscription per shard, for the rounds and the elector
 			defer wg.Done()
 			for range watch {
 				b.poke()
+				select {
+				case b.notes[i] <- struct{}{}:
+				default:
+				}
 			}
 		}()
 	}
@@ -338,4 +347,33 @@ func (b *Balancer) record(live []string, err error) {
 	case recovered:
 		b.log.Info("membership heartbeat succeeds again")
 	}
+}
+
+// sharedWatch is a shard's Leaser as its elector sees it: its Watch
+// relays the notices of the balancer's one subscription to the shard
+// (note) instead of subscribing a second time.
+type sharedWatch struct {
+	Leaser
+	note <-chan struct{}
+}
+
+// Watch relays note until ctx is done, then closes the channel, as a
+// store's Watch does.
+func (w sharedWatch) Watch(ctx context.Context) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.note:
+				select {
+				case out <- struct{}{}:
+				default: // one is pending: coalesced
+				}
+			}
+		}
+	}()
+	return out
 }

@@ -38,6 +38,7 @@ type replica struct {
 	dead   atomic.Bool  // releases are dropped: stopping looks like a crash
 	noHB   atomic.Bool  // membership heartbeats fail
 	beats  atomic.Int64 // heartbeats that succeeded
+	subs   atomic.Int64 // Watch subscriptions to the shards' stores
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -54,6 +55,11 @@ func (k killable) Release(ctx context.Context, l onetick.Lease) error {
 		return nil
 	}
 	return k.Leaser.Release(ctx, l)
+}
+
+func (k killable) Watch(ctx context.Context) <-chan struct{} {
+	k.r.subs.Add(1)
+	return k.Leaser.Watch(ctx)
 }
 
 // heartbeats fails every heartbeat while its replica's noHB is set, and
@@ -307,6 +313,9 @@ func TestBalancerOneReplicaLeadsAll(t *testing.T) {
 	f.await("a leads all 4 shards", leads(a, 4))
 	if !f.fc.Now().Equal(t0) {
 		t.Fatalf("the clock moved to %s", f.fc.Now())
+	}
+	if n := a.subs.Load(); n != 4 {
+		t.Fatalf("%d subscriptions to the shards' release notices, want one per shard (4)", n)
 	}
 	epochs := make([]onetick.Epoch, 4)
 	for i, s := range f.shards {
