@@ -76,10 +76,10 @@ type Balancer struct {
 	clock    clockwork.Clock
 	log      *slog.Logger
 	electors []*Elector
-	gates    []atomic.Bool // MayAcquire of each shard's elector
-	stepping []atomic.Bool // stepped down for balance, lease not yet released
+	gates    []atomic.Bool   // MayAcquire of each shard's elector
+	stepping []atomic.Bool   // stepped down for balance, lease not yet released
 	notes    []chan struct{} // each shard's release notices, for its elector; coalesced
-	wake     chan struct{} // asks for a round; coalesced
+	wake     chan struct{}   // asks for a round; coalesced
 
 	mu     sync.Mutex
 	live   []string
