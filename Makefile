@@ -60,6 +60,7 @@ bench: deps
 	cd bench && $(GO) run . -only etcd
 	cd bench && $(GO) run . -only relays
 	cd bench && $(GO) run . -only relays-faults
+	cd bench && $(GO) run . -only shards
 
 # The fault-injection verification suite (real processes, real redis-server),
 # then the Sentinel and Cluster failover measurements of the test harness.
