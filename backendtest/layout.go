@@ -41,6 +41,10 @@ func Layout(t *testing.T, h Harness) {
 			t.Fatalf("Layout(1) of a store with a term: %v", err)
 		}
 	})
+	if h.SharedJobState {
+		t.Run("SharedLayoutChangesWhileNoLeaseHeld", func(t *testing.T) { testLayoutShared(t, layouter) })
+		return
+	}
 	t.Run("FreshStoreTakesShards", func(t *testing.T) {
 		b, l := layouter(t)
 		for range 2 {
@@ -94,4 +98,42 @@ func Layout(t *testing.T, h Harness) {
 			t.Fatalf("Layout(1) after the refusal: %v", err)
 		}
 	})
+}
+
+// testLayoutShared: a store whose layouts share every job's state
+// (Harness.SharedJobState) holds no one-shard lease for a layout, and
+// takes another count once no shard's lease is held, never while one is.
+func testLayoutShared(t *testing.T, layouter func(t *testing.T) (onetick.Backend, onetick.Layouter)) {
+	ctx := context.Background()
+	b, l := layouter(t)
+	if err := l.Layout(ctx, 4); err != nil {
+		t.Fatalf("Layout(4) of a fresh store: %v", err)
+	}
+	if li, err := b.Leader(ctx); err != nil || li.Held {
+		t.Fatalf("after Layout(4): the store's lease %+v, %v; want none held", li, err)
+	}
+	v, err := b.(onetick.Sharder).Shard(1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := v.Acquire(ctx, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var le *onetick.LayoutError
+	if err := l.Layout(ctx, 1); !errors.As(err, &le) || le.Stored != 4 || le.Configured != 1 {
+		t.Fatalf("Layout(1) while shard 1 of 4 is led: %v, want a LayoutError stored 4, configured 1", err)
+	}
+	if err := l.Layout(ctx, 4); err != nil {
+		t.Fatalf("Layout(4) while shard 1 of 4 is led: %v", err)
+	}
+	if err := v.Release(ctx, g.Lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Layout(ctx, 2); err != nil {
+		t.Fatalf("Layout(2) with no lease held: %v", err)
+	}
+	if err := l.Layout(ctx, 2); err != nil {
+		t.Fatalf("Layout(2) again: %v", err)
+	}
 }

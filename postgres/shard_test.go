@@ -19,6 +19,7 @@ func TestShards(t *testing.T) {
 	h := harness()
 	h.SharedJobState = true
 	backendtest.Shards(t, h)
+	backendtest.Layout(t, h)
 }
 
 // The membership suite on the store's clock.

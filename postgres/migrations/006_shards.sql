@@ -20,3 +20,11 @@ CREATE TABLE {s}.members (
   holder     text COLLATE "C" PRIMARY KEY,
   expires_at timestamptz NOT NULL
 );
+
+-- The fleet's shard count (onetick.Layouter): at most one row; none
+-- means one shard. The job tables are shared by every layout, so the
+-- count may change while no shard's lease is held.
+CREATE TABLE {s}.layout (
+  id     boolean PRIMARY KEY DEFAULT true CHECK (id),
+  shards int NOT NULL CHECK (shards >= 1 AND shards <= 256)
+);
