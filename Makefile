@@ -52,7 +52,11 @@ fuzz:
 
 # Go benchmarks of the engine, then the side-by-side harness (its own module):
 # against asynq and gocron on Redis, then against River on PostgreSQL.
+# `make bench PART=shards` runs one part of the harness only (its -only).
 bench: deps
+ifdef PART
+	cd bench && $(GO) run . -only $(PART)
+else
 	$(GO) test -run xxx -bench . -benchmem ./...
 	cd bench && $(GO) run . 
 	cd bench && $(GO) run . -only postgres
@@ -60,6 +64,8 @@ bench: deps
 	cd bench && $(GO) run . -only etcd
 	cd bench && $(GO) run . -only relays
 	cd bench && $(GO) run . -only relays-faults
+	cd bench && $(GO) run . -only shards
+endif
 
 # The fault-injection verification suite (real processes, real redis-server),
 # then the Sentinel and Cluster failover measurements of the test harness.

@@ -22,6 +22,13 @@ type Members interface {
 	// heartbeat. An empty holder or a ttl under a millisecond is refused
 	// (CheckHeartbeat).
 	Heartbeat(ctx context.Context, holder string, ttl time.Duration) ([]string, error)
+
+	// Leave removes holder's entry at once, so that the next Heartbeat of
+	// anyone no longer lists it: a replica that stops cleanly leaves
+	// instead of staying counted live until its ttl passes. Leaving when
+	// absent (never joined, expired, left already) is not an error. An
+	// empty holder is refused (CheckLeave).
+	Leave(ctx context.Context, holder string) error
 }
 
 // CheckHeartbeat is the argument check every Members store applies before
@@ -32,6 +39,15 @@ func CheckHeartbeat(holder string, ttl time.Duration) error {
 	}
 	if ttl < time.Millisecond {
 		return fmt.Errorf("onetick: heartbeat: ttl must be at least 1ms, got %s", ttl)
+	}
+	return nil
+}
+
+// CheckLeave is the argument check every Members store applies before it
+// removes anything.
+func CheckLeave(holder string) error {
+	if holder == "" {
+		return fmt.Errorf("onetick: leave: holder is empty")
 	}
 	return nil
 }

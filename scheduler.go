@@ -132,6 +132,9 @@ func (c *Config) Validate() error {
 	if err := c.validateShards(); err != nil {
 		return err
 	}
+	if _, ok := c.Backend.(Layouter); c.Shards > 1 && !ok {
+		return configErr("shards", "%d shards need a store that records its shard layout (%T does not)", c.Shards, c.Backend)
+	}
 	seen := make(map[string]int, len(c.Jobs))
 	for i, j := range c.Jobs {
 		f := func(name string) string {
@@ -331,6 +334,9 @@ func New(cfg Config) (*Scheduler, error) {
 // ctx is done. On return the lease is released.
 func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.checkRelays(ctx); err != nil {
+		return err
+	}
+	if err := s.checkLayout(ctx); err != nil || ctx.Err() != nil {
 		return err
 	}
 	if s.balancer != nil {

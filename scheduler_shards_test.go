@@ -258,6 +258,11 @@ func TestShardsNeedASharder(t *testing.T) {
 			onetick.SchedulerBackend
 			onetick.Sharder
 		}{mem, mem}, 2},
+		{"no layout", struct {
+			onetick.SchedulerBackend
+			onetick.Sharder
+			onetick.Members
+		}{mem, mem, mem}, 2},
 		{"too many", mem, onetick.MaxShards + 1},
 		{"negative", mem, -1},
 	} {
@@ -276,12 +281,5 @@ func TestShardsNeedASharder(t *testing.T) {
 		if s.Elector() == nil || s.Balancer() != nil {
 			t.Errorf("shards %d: want the single elector, no balancer", n)
 		}
-	}
-	s, err := onetick.New(onetick.Config{Backend: mem, Jobs: jobs, Shards: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.DeadlineWatcher(onetick.DeadlineConfig{}); err == nil {
-		t.Error("a sharded scheduler's DeadlineWatcher: want an error until deadlines are per shard")
 	}
 }

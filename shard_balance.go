@@ -76,9 +76,10 @@ type Balancer struct {
 	clock    clockwork.Clock
 	log      *slog.Logger
 	electors []*Elector
-	gates    []atomic.Bool // MayAcquire of each shard's elector
-	stepping []atomic.Bool // stepped down for balance, lease not yet released
-	wake     chan struct{} // asks for a round; coalesced
+	gates    []atomic.Bool   // MayAcquire of each shard's elector
+	stepping []atomic.Bool   // stepped down for balance, lease not yet released
+	notes    []chan struct{} // each shard's release notices, for its elector; coalesced
+	wake     chan struct{}   // asks for a round; coalesced
 
 	mu     sync.Mutex
 	live   []string
@@ -106,7 +107,11 @@ func NewBalancer(cfg BalancerConfig) (*Balancer, error) {
 		log:      cfg.Logger.With("replica", cfg.Holder),
 		gates:    make([]atomic.Bool, len(cfg.Shards)),
 		stepping: make([]atomic.Bool, len(cfg.Shards)),
+		notes:    make([]chan struct{}, len(cfg.Shards)),
 		wake:     make(chan struct{}, 1),
+	}
+	for i := range b.notes {
+		b.notes[i] = make(chan struct{}, 1)
 	}
 	for i, s := range cfg.Shards {
 		e, err := NewElector(b.electorConfig(i, s))
@@ -124,7 +129,7 @@ func NewBalancer(cfg BalancerConfig) (*Balancer, error) {
 func (b *Balancer) electorConfig(i int, s Leaser) ElectorConfig {
 	cfg := b.cfg
 	ec := ElectorConfig{
-		Backend: s, Holder: cfg.Holder, Lease: cfg.Lease, Clock: cfg.Clock,
+		Backend: sharedWatch{s, b.notes[i]}, Holder: cfg.Holder, Lease: cfg.Lease, Clock: cfg.Clock,
 		Logger:     cfg.Logger.With("shard", i),
 		MayAcquire: b.gates[i].Load,
 		OnStartedLeading: func(ctx context.Context, l *Leadership) {
@@ -181,10 +186,29 @@ func (b *Balancer) poke() {
 }
 
 // Run runs the electors and the rounds until ctx is done. On return no
-// shard is led, and every lease this replica held has been released
-// (each elector's shutdown). Run is called once.
+// shard is led, every lease this replica held has been released (each
+// elector's shutdown), and this replica has left the membership. Run is
+// called once.
+//
+// A clean stop hands every shard over at once, without a TTL's wait:
+// when ctx is done the rounds stop (no heartbeat may follow), the
+// replica leaves the membership (Members.Leave, bounded by the lease's
+// ReleaseTimeout), and only then do the electors stop firing and release
+// their leases. The order is what makes the hand-over prompt: a
+// survivor's round runs on each release notice (Watch), and its
+// heartbeat, which follows the leave, no longer counts this replica, so
+// it deals the released shards among the survivors and takes its own.
+// Leaving after the releases instead would race them: a round woken by
+// the last release could still count this replica live, deal it its own
+// shards, and nothing would wake the survivors again before their next
+// renew period. Leaving first is safe: a shard still held is never dealt
+// (PlanShards), whether its holder is live or not, so the survivors take
+// nothing before it is released. If the leave fails, the survivors count
+// this replica live until its entry expires (a TTL), as after a crash.
 func (b *Balancer) Run(ctx context.Context) error {
-	ectx, cancel := context.WithCancel(ctx)
+	// The electors run until the leave is done, not until ctx is: their
+	// releases must follow it.
+	ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	defer func() {
 		cancel()
@@ -197,10 +221,14 @@ func (b *Balancer) Run(ctx context.Context) error {
 			defer wg.Done()
 			_ = e.Run(ectx)
 		}()
-		go func() {
+		go func() { // one subscription per shard, for the rounds and the elector
 			defer wg.Done()
 			for range watch {
 				b.poke()
+				select {
+				case b.notes[i] <- struct{}{}:
+				default:
+				}
 			}
 		}()
 	}
@@ -210,12 +238,28 @@ func (b *Balancer) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			b.leave(ctx)
 			return nil
 		case <-b.wake:
 		case <-t.Chan():
 		}
 		t.Stop()
 	}
+}
+
+// leave removes this replica from the membership on shutdown, under a
+// context that ctx's end does not cancel, bounded like a lease's release.
+func (b *Balancer) leave(ctx context.Context) {
+	for i := range b.gates { // nothing new is taken meanwhile
+		b.gates[i].Store(false)
+	}
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.lease.ReleaseTimeout)
+	defer cancel()
+	if err := b.cfg.Members.Leave(lctx, b.cfg.Holder); err != nil {
+		b.log.Warn("leaving the membership failed; the others count this replica live until its entry expires", "err", err)
+		return
+	}
+	b.log.Info("left the membership")
 }
 
 // round is one balancing round (docs/shards.md, "Balancing").
@@ -303,4 +347,33 @@ func (b *Balancer) record(live []string, err error) {
 	case recovered:
 		b.log.Info("membership heartbeat succeeds again")
 	}
+}
+
+// sharedWatch is a shard's Leaser as its elector sees it: its Watch
+// relays the notices of the balancer's one subscription to the shard
+// (note) instead of subscribing a second time.
+type sharedWatch struct {
+	Leaser
+	note <-chan struct{}
+}
+
+// Watch relays note until ctx is done, then closes the channel, as a
+// store's Watch does.
+func (w sharedWatch) Watch(ctx context.Context) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.note:
+				select {
+				case out <- struct{}{}:
+				default: // one is pending: coalesced
+				}
+			}
+		}
+	}()
+	return out
 }

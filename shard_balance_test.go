@@ -38,6 +38,7 @@ type replica struct {
 	dead   atomic.Bool  // releases are dropped: stopping looks like a crash
 	noHB   atomic.Bool  // membership heartbeats fail
 	beats  atomic.Int64 // heartbeats that succeeded
+	subs   atomic.Int64 // Watch subscriptions to the shards' stores
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -54,6 +55,11 @@ func (k killable) Release(ctx context.Context, l onetick.Lease) error {
 		return nil
 	}
 	return k.Leaser.Release(ctx, l)
+}
+
+func (k killable) Watch(ctx context.Context) <-chan struct{} {
+	k.r.subs.Add(1)
+	return k.Leaser.Watch(ctx)
 }
 
 // heartbeats fails every heartbeat while its replica's noHB is set, and
@@ -74,6 +80,14 @@ func (h heartbeats) Heartbeat(ctx context.Context, holder string, ttl time.Durat
 		h.f.signal()
 	}
 	return live, err
+}
+
+// Leave is dropped once the replica is dead: a crash leaves no word.
+func (h heartbeats) Leave(ctx context.Context, holder string) error {
+	if h.r.dead.Load() {
+		return nil
+	}
+	return h.Members.Leave(ctx, holder)
 }
 
 type tWriter struct{ t *testing.T }
@@ -173,6 +187,17 @@ func (f *fleet) kill(r *replica) {
 	f.mu.Lock()
 	f.running = slices.DeleteFunc(f.running, func(x *replica) bool { return x == r })
 	f.mu.Unlock()
+}
+
+// stop stops r cleanly: its balancer leaves the membership and its
+// electors release their leases.
+func (f *fleet) stop(r *replica) {
+	r.cancel()
+	<-r.done
+	f.mu.Lock()
+	f.running = slices.DeleteFunc(f.running, func(x *replica) bool { return x == r })
+	f.mu.Unlock()
+	f.signal()
 }
 
 // checkTrust fails the test if two replicas trust one shard's lease now.
@@ -289,6 +314,9 @@ func TestBalancerOneReplicaLeadsAll(t *testing.T) {
 	if !f.fc.Now().Equal(t0) {
 		t.Fatalf("the clock moved to %s", f.fc.Now())
 	}
+	if n := a.subs.Load(); n != 4 {
+		t.Fatalf("%d subscriptions to the shards' release notices, want one per shard (4)", n)
+	}
 	epochs := make([]onetick.Epoch, 4)
 	for i, s := range f.shards {
 		info, err := s.Leader(context.Background())
@@ -392,5 +420,39 @@ func TestBalancerHeartbeatFails(t *testing.T) {
 	f.rounds(4)
 	if !leads(a, 3)() || a.b.Status().Err == nil {
 		t.Fatalf("a leads %v after failed heartbeats, want all 3 kept", a.b.Led())
+	}
+}
+
+// A replica stopped cleanly leaves the membership, then releases its
+// shards: each release wakes the survivor, whose round no longer counts
+// the leaver, so it takes them all at once, the clock unmoved (without
+// the leave it would deal them to the leaver until its entry expired).
+func TestBalancerCleanStopHandsOverAtOnce(t *testing.T) {
+	f := newFleet(t, 4)
+	a := f.start("a")
+	f.await("a leads all 4 shards", leads(a, 4))
+	b := f.join("b")
+	f.await("a and b lead 2 each", both(leads(a, 2), leads(b, 2)))
+	f.quiet()
+	bShards := b.b.Led()
+	stopped := f.fc.Now()
+	f.stop(b)
+	f.await("a leads all 4 shards after b's clean stop", leads(a, 4))
+	if d := f.fc.Since(stopped); d != 0 {
+		t.Fatalf("the clock moved %s before a took b's shards, want none", d)
+	}
+	for _, s := range bShards {
+		terms, err := f.shards[s].History(context.Background(), 2)
+		if err != nil || len(terms) != 2 || terms[0].Holder != "a" || terms[1].Holder != "b" || terms[1].Reason != onetick.EndReleased {
+			t.Fatalf("shard %d: history %+v, %v; want b's term released to a", s, terms, err)
+		}
+	}
+	live, err := f.members.Heartbeat(context.Background(), "a", f.lease.TTL)
+	if err != nil || !slices.Equal(live, []string{"a"}) {
+		t.Fatalf("membership after b's stop: %q, %v; want a alone", live, err)
+	}
+	f.rounds(2) // settled
+	if !leads(a, 4)() {
+		t.Fatalf("a leads %v, want all 4", a.b.Led())
 	}
 }

@@ -52,6 +52,13 @@ type Harness struct {
 	// with retention r; the ledger's retention cases need it and are
 	// skipped without it. Only for backends that implement onetick.Ledger.
 	NewRetained func(t *testing.T, r onetick.LedgerRetention) onetick.Backend
+	// SharedJobState declares a store whose shard views share the
+	// job-keyed state (last-fired slots, tick and trigger records,
+	// controls, ledger) and list only their shard's jobs (PostgreSQL,
+	// docs/shards.md decision 5). Shards then checks each view with the
+	// jobs onetick.ShardOf puts in it, the only way the engine uses a
+	// view, and skips the cases that give one job to two views.
+	SharedJobState bool
 }
 
 // sk is the key of the suite's stream name (see Harness.StreamKey); the

@@ -32,8 +32,8 @@ type MembersHarness struct {
 
 // Members runs the membership suite: the live set (me included, in name
 // order), expiry after the TTL by the store's clock, a heartbeat that
-// extends the entry, several holders with their own TTLs, and refused
-// arguments.
+// extends the entry, several holders with their own TTLs, refused
+// arguments, and a leave that drops the entry at once.
 func Members(t *testing.T, h MembersHarness) {
 	tests := []struct {
 		name string
@@ -43,6 +43,7 @@ func Members(t *testing.T, h MembersHarness) {
 		{"ExpiryByTTL", testMembersExpiry},
 		{"RefreshExtends", testMembersRefresh},
 		{"BadArguments", testMembersBadArguments},
+		{"Leave", testMembersLeave},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, &membersRun{t: t, h: h}) })
@@ -189,4 +190,40 @@ func testMembersBadArguments(t *testing.T, m *membersRun) {
 		}
 	}
 	m.want("after the refusals", m.beat("b", memberLong), "b")
+}
+
+// Leave drops the holder's entry at once, long before its TTL: the next
+// heartbeat of anyone no longer lists it. Leaving when absent is not an
+// error; an empty holder is refused; a holder that left may join again.
+func testMembersLeave(t *testing.T, m *membersRun) {
+	m.fresh()
+	ctx := ctxT(t)
+	m.beat("a", memberLong)
+	m.beat("c", memberLong)
+	m.want("b joins", m.beat("b", memberLong), "a", "b", "c")
+	if err := m.st.Leave(ctx, "a"); err != nil {
+		t.Fatalf("leave a: %v", err)
+	}
+	m.want("after a left", m.beat("b", memberLong), "b", "c")
+	if err := m.st.Leave(ctx, "a"); err != nil {
+		t.Fatalf("leave a again: %v", err)
+	}
+	if err := m.st.Leave(ctx, "never-joined"); err != nil {
+		t.Fatalf("leave of a holder never joined: %v", err)
+	}
+	if err := m.st.Leave(ctx, ""); err == nil {
+		t.Fatal("leave of an empty holder: nil, want an error")
+	}
+	m.want("after the absent leaves", m.beat("c", memberLong), "b", "c")
+	if err := m.st.Leave(ctx, "b"); err != nil {
+		t.Fatalf("leave b: %v", err)
+	}
+	if err := m.st.Leave(ctx, "c"); err != nil {
+		t.Fatalf("leave c: %v", err)
+	}
+	// The last one gone: an empty store, where leaving is still fine.
+	if err := m.st.Leave(ctx, "c"); err != nil {
+		t.Fatalf("leave on an empty membership: %v", err)
+	}
+	m.want("a rejoins", m.beat("a", memberLong), "a")
 }

@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,10 +13,12 @@ import (
 // docs/shards.md): what a shard's view adds to the Backend contract.
 // Exercise, run on a view, checks that a view obeys the contract on its
 // own; Shards checks that views do not see each other: a lease of one
-// shard neither blocks nor fences another, and last-fired slots, tick
-// and trigger records, controls, history and the ledger are per shard;
-// and that shard 0 of 1 is the store itself. h.New returns the store (not
-// a view); Expire and Stream must work on a view too.
+// shard neither blocks nor fences another, history is per shard, and a
+// view reads back the last-fired slots, tick and trigger records,
+// controls and ledger of its jobs and lists only its own (per shard, or
+// shared and filtered by onetick.ShardOf: Harness.SharedJobState); and
+// that shard 0 of 1 is the store itself. h.New returns the store (not a
+// view); Expire and Stream must work on a view too.
 func Shards(t *testing.T, h Harness) {
 	tests := []struct {
 		name string
@@ -191,41 +194,65 @@ func testShardClaimFencedAcrossViews(t *testing.T, h Harness, s onetick.Sharder)
 	}
 }
 
+// jobIn returns a job name that onetick.ShardOf puts in shard n of
+// shards: base followed by the smallest number that does.
+func jobIn(base string, n, shards int) string {
+	for i := 0; ; i++ {
+		if j := base + strconv.Itoa(i); onetick.ShardOf(j, shards) == n {
+			return j
+		}
+	}
+}
+
 // testShardStatePerShard: last-fired slots, tick records, trigger records
-// and the ledger are each shard's: the same tick claimed on two shards is
-// Claimed on both (in use a job is in one shard only; this shows the
-// records do not meet), and what one shard wrote is not read by another
-// or by the store.
+// and the ledger of a view's own jobs (onetick.ShardOf) are read back
+// through that view. Where each shard keeps its own job state, what one
+// shard wrote is not read by another or by the store, and the same tick
+// claimed on two shards is Claimed on both (in use a job is in one shard
+// only; this shows the records do not meet). Where the state is shared
+// (Harness.SharedJobState), the store reads what a view wrote.
 func testShardStatePerShard(t *testing.T, h Harness, s onetick.Sharder) {
 	ctx := ctxT(t)
 	b := s.(onetick.Backend)
 	v1, v2 := view(t, s, 1, 3), view(t, s, 2, 3)
+	j1, j2 := jobIn("j", 1, 3), jobIn("j", 2, 3)
 	l1 := mustAcquire(t, v1, "a", 30*time.Second)
 	l2 := mustAcquire(t, v2, "b", 30*time.Second)
 	early := pastSlot(2*time.Minute, time.Minute)
 	late := early + onetick.Slot(time.Minute/time.Millisecond)
-	if o := mustClaim(t, v1, l1, tick("j", late, vs(v1, "state"))); o[0] != onetick.Claimed {
+	if o := mustClaim(t, v1, l1, tick(j1, late, vs(v1, "state1"))); o[0] != onetick.Claimed {
 		t.Fatalf("shard 1: %v", o)
 	}
-	// Shard 1's last-fired slot (late) does not make shard 2's earlier
-	// slot a Duplicate, nor does its tick record the same tick.
-	if o := mustClaim(t, v2, l2, tick("j", early, vs(v2, "state")), tick("j", late, vs(v2, "state"))); o[0] != onetick.Claimed || o[1] != onetick.Claimed {
-		t.Fatalf("shard 2, the slot before and the tick shard 1 claimed: %v, want both Claimed", o)
+	if o := mustClaim(t, v2, l2, tick(j2, early, vs(v2, "state2")), tick(j2, late, vs(v2, "state2"))); o[0] != onetick.Claimed || o[1] != onetick.Claimed {
+		t.Fatalf("shard 2, two slots of its job: %v, want both Claimed", o)
 	}
-	if last, err := b.LastFired(ctx, []string{"j"}); err != nil || len(last) != 0 {
-		t.Fatalf("the store's last-fired slots %v, %v; want none", last, err)
+	for _, c := range []struct {
+		v    onetick.Backend
+		job  string
+		slot onetick.Slot
+	}{{v1, j1, late}, {v2, j2, late}} {
+		if last, err := c.v.LastFired(ctx, []string{c.job}); err != nil || last[c.job] != c.slot {
+			t.Fatalf("last-fired slots of %s through its shard: %v, %v; want %v", c.job, last, err, c.slot)
+		}
 	}
-	if n := len(h.Stream(t, v1, vs(v1, "state"))); n != 1 {
+	last, err := b.LastFired(ctx, []string{j1, j2})
+	if want := map[bool]int{false: 0, true: 2}[h.SharedJobState]; err != nil || len(last) != want {
+		t.Fatalf("the store's last-fired slots %v, %v; want %d (shared job state: %v)", last, err, want, h.SharedJobState)
+	}
+	if n := len(h.Stream(t, v1, vs(v1, "state1"))); n != 1 {
 		t.Fatalf("shard 1's stream holds %d entries, want 1", n)
 	}
-	if n := len(h.Stream(t, v2, vs(v2, "state"))); n != 2 {
+	if n := len(h.Stream(t, v2, vs(v2, "state2"))); n != 2 {
 		t.Fatalf("shard 2's stream holds %d entries, want 2", n)
 	}
-	// Triggers: a trigger's record (its idempotency key) is per shard.
-	tr := onetick.Tick{Job: "j", Key: "req-1", Payload: `{}`, Retention: time.Hour}
-	for i, v := range []onetick.Backend{v1, v1, v2} {
-		tr.Stream = vs(v, "trigger")
-		res, err := v.Enqueue(ctx, []onetick.Tick{tr}, alice)
+	// Triggers: a trigger's record (its idempotency key) is read back
+	// through the job's shard.
+	for i, c := range []struct {
+		v   onetick.Backend
+		job string
+	}{{v1, j1}, {v1, j1}, {v2, j2}} {
+		tr := onetick.Tick{Job: c.job, Key: "req-1", Payload: `{}`, Retention: time.Hour, Stream: vs(c.v, "trigger")}
+		res, err := c.v.Enqueue(ctx, []onetick.Tick{tr}, alice)
 		want := []onetick.Outcome{onetick.Claimed, onetick.Duplicate, onetick.Claimed}[i]
 		if err != nil || res.Outcomes[0] != want {
 			t.Fatalf("trigger %d: %+v, %v; want %v", i, res, err, want)
@@ -235,11 +262,8 @@ func testShardStatePerShard(t *testing.T, h Harness, s onetick.Sharder) {
 	lg1, ok1 := v1.(onetick.Ledger)
 	lg2, ok2 := v2.(onetick.Ledger)
 	lgb, okb := b.(onetick.Ledger)
-	if !ok1 || !ok2 || !okb {
-		return
-	}
-	runs := func(lg onetick.Ledger) int {
-		p, err := lg.Runs(ctx, onetick.RunQuery{Job: "j"})
+	runs := func(lg onetick.Ledger, job string) int {
+		p, err := lg.Runs(ctx, onetick.RunQuery{Job: job})
 		if errors.Is(err, onetick.ErrLedgerOff) {
 			return -1
 		}
@@ -248,38 +272,117 @@ func testShardStatePerShard(t *testing.T, h Harness, s onetick.Sharder) {
 		}
 		return len(p.Runs)
 	}
-	if n1, n2, nb := runs(lg1), runs(lg2), runs(lgb); n1 >= 0 && (n1 != 2 || n2 != 3 || nb != 0) {
-		t.Fatalf("ledger records of j: shard 1 %d, shard 2 %d, store %d; want 2 (a slot, a trigger), 3, 0", n1, n2, nb)
+	if ok1 && ok2 && okb {
+		nb := map[bool]int{false: 0, true: 2}[h.SharedJobState]
+		if n1, n2, n := runs(lg1, j1), runs(lg2, j2), runs(lgb, j1); n1 >= 0 && (n1 != 2 || n2 != 3 || n != nb) {
+			t.Fatalf("ledger records: %s on shard 1 %d, %s on shard 2 %d, %s on the store %d; want 2 (a slot, a trigger), 3, %d",
+				j1, n1, j2, n2, j1, n, nb)
+		}
+	}
+	if h.SharedJobState {
+		return
+	}
+	// One job on two shards: shard 1's last-fired slot (late) does not
+	// make shard 2's earlier slot a Duplicate, nor does its tick record
+	// the same tick.
+	if o := mustClaim(t, v1, l1, tick("j", late, vs(v1, "same"))); o[0] != onetick.Claimed {
+		t.Fatalf("shard 1: %v", o)
+	}
+	if o := mustClaim(t, v2, l2, tick("j", early, vs(v2, "same")), tick("j", late, vs(v2, "same"))); o[0] != onetick.Claimed || o[1] != onetick.Claimed {
+		t.Fatalf("shard 2, the slot before and the tick shard 1 claimed: %v, want both Claimed", o)
+	}
+	if last, err := b.LastFired(ctx, []string{"j"}); err != nil || len(last) != 0 {
+		t.Fatalf("the store's last-fired slots %v, %v; want none", last, err)
+	}
+	if n1, n2 := len(h.Stream(t, v1, vs(v1, "same"))), len(h.Stream(t, v2, vs(v2, "same"))); n1 != 1 || n2 != 2 {
+		t.Fatalf("the shards' streams of one job hold %d and %d entries, want 1 and 2", n1, n2)
+	}
+	tr := onetick.Tick{Job: "j", Key: "req-1", Payload: `{}`, Retention: time.Hour}
+	for i, v := range []onetick.Backend{v1, v1, v2} {
+		tr.Stream = vs(v, "trigger")
+		res, err := v.Enqueue(ctx, []onetick.Tick{tr}, alice)
+		want := []onetick.Outcome{onetick.Claimed, onetick.Duplicate, onetick.Claimed}[i]
+		if err != nil || res.Outcomes[0] != want {
+			t.Fatalf("trigger %d of one job on two shards: %+v, %v; want %v", i, res, err, want)
+		}
+	}
+	if ok1 && ok2 && okb {
+		if n1, n2, nb := runs(lg1, "j"), runs(lg2, "j"), runs(lgb, "j"); n1 >= 0 && (n1 != 2 || n2 != 3 || nb != 0) {
+			t.Fatalf("ledger records of j: shard 1 %d, shard 2 %d, store %d; want 2 (a slot, a trigger), 3, 0", n1, n2, nb)
+		}
 	}
 }
 
-// testShardControlsPerShard: a pause, its log and the controls' version
-// are the shard's.
-func testShardControlsPerShard(t *testing.T, _ Harness, s onetick.Sharder) {
+// testShardControlsPerShard: a view lists the pauses and control log of
+// its own jobs only, so that a reader merging every view's Controls and
+// ControlLog sees each job once. Where each shard keeps its own job
+// state, the controls' version is the shard's and a job paused on one
+// shard is not paused on another.
+func testShardControlsPerShard(t *testing.T, h Harness, s onetick.Sharder) {
 	ctx := ctxT(t)
 	b := s.(onetick.Backend)
-	v1, v2 := view(t, s, 1, 3), view(t, s, 2, 3)
+	views := []onetick.Backend{view(t, s, 0, 3), view(t, s, 1, 3), view(t, s, 2, 3)}
+	v1, v2 := views[1], views[2]
+	j1, j2 := jobIn("j", 1, 3), jobIn("j", 2, 3)
 	_, ver2, err := v2.Controls(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v1.Pause(ctx, "j", alice); err != nil {
+	if _, err := v1.Pause(ctx, j1, alice); err != nil {
 		t.Fatal(err)
 	}
 	c1, ver1, err := v1.Controls(ctx)
-	if err != nil || !c1["j"].Paused || ver1 == 0 {
-		t.Fatalf("shard 1's controls %+v, version %d, %v; want j paused", c1, ver1, err)
+	if err != nil || len(c1) != 1 || !c1[j1].Paused || ver1 == 0 {
+		t.Fatalf("shard 1's controls %+v, version %d, %v; want %s paused", c1, ver1, err, j1)
 	}
-	for _, v := range []onetick.Backend{v2, b} {
+	others := []onetick.Backend{v2}
+	if !h.SharedJobState {
+		others = append(others, b) // a shared store's own listings hold every job
+	}
+	for _, v := range others {
 		c, ver, err := v.Controls(ctx)
-		if err != nil || len(c) != 0 || ver != ver2 {
+		if err != nil || len(c) != 0 || (!h.SharedJobState && ver != ver2) {
 			t.Fatalf("controls of another shard: %+v, version %d, %v; want none, version %d", c, ver, err, ver2)
 		}
 		if log, err := v.ControlLog(ctx, 10); err != nil || len(log) != 0 {
 			t.Fatalf("control log of another shard: %+v, %v; want empty", log, err)
 		}
 	}
-	// A paused job on shard 1 is not paused on shard 2.
+	// Each view lists its own: merged, every paused job once.
+	if _, err := v2.Pause(ctx, j2, alice); err != nil {
+		t.Fatal(err)
+	}
+	paused := map[string]int{}
+	logged := map[string]int{}
+	for _, v := range views {
+		c, _, err := v.Controls(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for job := range c {
+			paused[job]++
+		}
+		log, err := v.ControlLog(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range log {
+			logged[r.Job]++
+		}
+	}
+	if len(paused) != 2 || paused[j1] != 1 || paused[j2] != 1 || len(logged) != 2 || logged[j1] != 1 || logged[j2] != 1 {
+		t.Fatalf("merged over the views: controls of %v, log records of %v; want %s and %s once each", paused, logged, j1, j2)
+	}
+	if log, err := v1.ControlLog(ctx, 1); err != nil || len(log) != 1 || log[0].Job != j1 {
+		t.Fatalf("shard 1's newest control record: %+v, %v; want %s's, though %s's is newer in the store", log, err, j1, j2)
+	}
+	if h.SharedJobState {
+		return
+	}
+	// A job paused on shard 1 is not paused on shard 2.
+	if _, err := v1.Pause(ctx, "j", alice); err != nil {
+		t.Fatal(err)
+	}
 	l2 := mustAcquire(t, v2, "b", 30*time.Second)
 	if o := mustClaim(t, v2, l2, tick("j", pastSlot(time.Second, time.Millisecond), vs(v2, "ctl"))); o[0] != onetick.Claimed {
 		t.Fatalf("shard 2's claim of j paused on shard 1: %v, want Claimed", o)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,6 +107,61 @@ func TestAsynqConsumer(t *testing.T) {
 	}
 	if relayed < 2 || sched < 2 {
 		t.Errorf("worked %d relayed and %d Scheduler tasks, want at least 2 of each", relayed, sched)
+	}
+	if s := e.ot.c.String(); s != "" {
+		t.Errorf("onetick logged: %s", s)
+	}
+}
+
+// TestShardsBurst: one burst of the shards part on a Cluster of three
+// primaries, 3 shards and 2 replicas: every tick of the measured slot is
+// counted once, each primary holds one shard and claims its share, and
+// the leaders settled with every shard led.
+func TestShardsBurst(t *testing.T) {
+	srv, err := startRedis()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
+	defer c.Close()
+	e := &env{srv: srv, adm: admin{c: c}, ot: otLogs{c: &logCounter{}}}
+	cl, err := startCluster(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.close()
+	const k = 3000
+	b := e.shardBurstRun(context.Background(), cl, k, 3, 2, 5)
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	if b.ticks != k {
+		t.Errorf("%d ticks of the slot, want %d", b.ticks, k)
+	}
+	sum := 0
+	for i, n := range b.primaryTicks {
+		sum += n
+		if n == 0 || b.primaryShards[i] != 1 {
+			t.Errorf("primary %d: %d shards, %d ticks; want one shard and some ticks", i, b.primaryShards[i], n)
+		}
+		if b.primary[i].scriptCalls == 0 || b.primary[i].cpu <= 0 {
+			t.Errorf("primary %d: %d script calls, %s CPU over the burst", i, b.primary[i].scriptCalls, b.primary[i].cpu)
+		}
+	}
+	led := 0
+	for _, n := range b.replicaLed {
+		led += n
+		if n > 2 {
+			t.Errorf("a replica leads %d of 3 shards with 2 replicas", n)
+		}
+	}
+	if sum != k || led != 3 {
+		t.Errorf("ticks over the primaries %d (want %d), shards led %d (want 3)", sum, k, led)
+	}
+	md := shardsMarkdown([]shardBurst{b}, shardMem{}, k, "", "", "", time.Second)
+	if !strings.Contains(md, "| 3-primary Cluster | 3 | 2 | 1 / 1 / 1 |") {
+		t.Errorf("markdown:\n%s", md)
 	}
 	if s := e.ot.c.String(); s != "" {
 		t.Errorf("onetick logged: %s", s)

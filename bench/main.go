@@ -36,13 +36,21 @@ func progress(format string, args ...any) {
 }
 
 func main() {
-	only := flag.String("only", "", `run one part only: "schedulers", "workers", "scale", "postgres", "ledger", "etcd", "relays" or "relays-faults" (results in RESULTS-<part>.md)`)
+	only := flag.String("only", "", `run one part only: "schedulers", "workers", "scale", "postgres", "ledger", "etcd", "relays", "relays-faults" or "shards" (results in RESULTS-<part>.md)`)
+	shardReplica := flag.String("shard-replica", "", "internal: run as the named replica of the shards part's memory run (its parameters in BENCH_SHARD_*)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of each worker-throughput run to `prefix`-<system>-c<concurrency>.pprof")
 	flag.Parse()
+	if *shardReplica != "" {
+		if err := shardReplicaMain(*shardReplica); err != nil {
+			fmt.Fprintln(os.Stderr, "bench -shard-replica:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	switch *only {
-	case "", "schedulers", "workers", "scale", "postgres", "ledger", "etcd", "relays", "relays-faults":
+	case "", "schedulers", "workers", "scale", "postgres", "ledger", "etcd", "relays", "relays-faults", "shards":
 	default:
-		fmt.Fprintf(os.Stderr, "bench: -only must be schedulers, workers, scale, postgres, ledger, etcd, relays or relays-faults, got %q\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: -only must be schedulers, workers, scale, postgres, ledger, etcd, relays, relays-faults or shards, got %q\n", *only)
 		os.Exit(2)
 	}
 	if err := run(*only, *cpuprofile); err != nil {
@@ -105,6 +113,11 @@ func run(only, cpuprofile string) error {
 	}
 	if only == "relays-faults" { // not in a full run: it needs PostgreSQL
 		if sched, err = e.relaysFaultsSection(ctx); err != nil {
+			return err
+		}
+	}
+	if only == "shards" { // not in a full run: about five minutes and up to 4 GB of memory
+		if sched, err = e.shardsSection(ctx); err != nil {
 			return err
 		}
 	}

@@ -52,7 +52,12 @@ type logLine struct {
 
 // startDaemon runs `onetick run -config cfg -log-format json`.
 func startDaemon(bin, cfg string, args ...string) (*daemon, error) {
-	cmd := exec.Command(bin, append([]string{"run", "-config", cfg, "-log-format", "json"}, args...)...)
+	return startProcess(exec.Command(bin, append([]string{"run", "-config", cfg, "-log-format", "json"}, args...)...))
+}
+
+// startProcess starts cmd, whose standard error is a JSON log (slog's
+// JSON handler), read line by line.
+func startProcess(cmd *exec.Cmd) (*daemon, error) {
 	cmd.Stdout = nil
 	errp, err := cmd.StderrPipe()
 	if err != nil {

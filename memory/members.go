@@ -36,3 +36,17 @@ func (b *Backend) Heartbeat(ctx context.Context, holder string, ttl time.Duratio
 	sort.Strings(live)
 	return live, nil
 }
+
+// Leave implements onetick.Members: the holder's entry is deleted under
+// the store's lock.
+func (b *Backend) Leave(ctx context.Context, holder string) error {
+	if err := onetick.CheckLeave(holder); err != nil {
+		return err
+	}
+	if _, err := b.lock(ctx); err != nil {
+		return err
+	}
+	defer b.mu.Unlock()
+	delete(b.members, holder)
+	return nil
+}

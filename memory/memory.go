@@ -68,6 +68,8 @@ type Backend struct {
 	// true on a view, whose Close does nothing.
 	views map[int]*Backend
 	view  bool
+	// shards is the recorded shard count (layout.go); 0: none recorded.
+	shards int
 }
 
 // entry is one history entry: a term, or garbage.

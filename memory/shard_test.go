@@ -14,6 +14,9 @@ import (
 // TestShards: views are isolated, shard 0 of 1 is the store.
 func TestShards(t *testing.T) { backendtest.Shards(t, harness()) }
 
+// TestLayout: the recorded shard count (onetick.Layouter).
+func TestLayout(t *testing.T) { backendtest.Layout(t, harness()) }
+
 // TestConformanceShardView: a shard's view obeys the whole Backend
 // contract on its own.
 func TestConformanceShardView(t *testing.T) {

@@ -46,9 +46,10 @@ type wtick struct {
 
 // Claim implements onetick.Claimer, in one transaction:
 //
-//  1. The lease row is locked FOR KEY SHARE and must hold exactly l and
-//     not be expired; otherwise the term is marked fenced (the only write)
-//     and the answer is ErrFenced. Until commit nobody can acquire (which
+//  1. The lease row (of b's shard) is locked FOR KEY SHARE and must hold
+//     exactly l and not be expired; otherwise the term, if it is this
+//     shard's, is marked fenced (the only write) and the answer is
+//     ErrFenced. Until commit nobody can acquire (which
 //     locks the row FOR UPDATE) or release (which deletes it); a renewal,
 //     which changes only the expiry, proceeds.
 //  2. The jobs' last-fired slots, pause intervals and the ticks' records
@@ -70,14 +71,14 @@ func (b *Backend) Claim(ctx context.Context, l onetick.Lease, ticks []onetick.Ti
 		var epoch, now int64
 		var live bool
 		err := tx.QueryRow(ctx, b.q(`SELECT holder, epoch, expires_at > clock_timestamp(), {s}.ms(clock_timestamp())
-			FROM {s}.lease FOR KEY SHARE`)).Scan(&holder, &epoch, &live, &now)
+			FROM {s}.lease WHERE shard = $1 FOR KEY SHARE`), b.shard).Scan(&holder, &epoch, &live, &now)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
 		if err != nil || !live || holder != l.Holder || epoch != int64(l.Epoch) {
 			fenced = true
 			_, err := tx.Exec(ctx, b.q(`UPDATE {s}.terms SET reason = 'fenced'
-				WHERE epoch = $1 AND (reason IS NULL OR reason NOT IN ('released', 'fenced'))`), int64(l.Epoch))
+				WHERE epoch = $1 AND shard = $2 AND (reason IS NULL OR reason NOT IN ('released', 'fenced'))`), int64(l.Epoch), b.shard)
 			return err
 		}
 		res.StoreTime = msTime(now)

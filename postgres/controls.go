@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -97,7 +98,9 @@ func (b *Backend) readPauses(ctx context.Context, tx pgx.Tx, job string) ([]onet
 }
 
 // Controls implements onetick.Controller. A job whose pause rows are
-// damaged is left out and returned as a DamageErrors with the rest.
+// damaged is left out and returned as a DamageErrors with the rest. A
+// shard's view lists the jobs of its shard only (shard.go); the version
+// is the store's.
 func (b *Backend) Controls(ctx context.Context) (map[string]onetick.JobControl, int64, error) {
 	out := map[string]onetick.JobControl{}
 	var bad onetick.DamageErrors
@@ -109,6 +112,9 @@ func (b *Backend) Controls(ctx context.Context) (map[string]onetick.JobControl, 
 	var version int64
 	batch := &pgx.Batch{}
 	b.queuePauses(batch, nil, func(job string, iv []onetick.PauseInterval, d *onetick.DamageError) {
+		if !b.mine(job) {
+			return
+		}
 		if d != nil {
 			bad = append(bad, d)
 			return
@@ -226,19 +232,40 @@ func (b *Backend) Enqueue(ctx context.Context, ticks []onetick.Tick, a onetick.A
 	return res, nil
 }
 
-// ControlLog implements onetick.Controller.
+// ControlLog implements onetick.Controller: the newest n records. A
+// shard's view returns the newest n of its shard's jobs (shard.go),
+// reading the log newest first in pages until it has them.
 func (b *Backend) ControlLog(ctx context.Context, n int) ([]onetick.ControlRecord, error) {
 	if n <= 0 {
 		return nil, nil
 	}
-	rows, err := b.pool.Query(ctx, b.q(`SELECT action, job, who, reason, at, detail FROM {s}.control_log ORDER BY id DESC LIMIT $1`), n)
-	if err != nil {
-		return nil, err
+	page := n
+	if b.root != nil {
+		page = min(n*b.shards, 10000) // about n of this shard's, if jobs spread evenly
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (onetick.ControlRecord, error) {
+	out := []onetick.ControlRecord{}
+	before := int64(math.MaxInt64)
+	for {
+		rows, err := b.pool.Query(ctx, b.q(`SELECT id, action, job, who, reason, at, detail FROM {s}.control_log
+			WHERE id < $1 ORDER BY id DESC LIMIT $2`), before, page)
+		if err != nil {
+			return nil, err
+		}
+		read := 0
 		var c onetick.ControlRecord
-		err := r.Scan(&c.Action, &c.Job, &c.Who, &c.Reason, &c.At, &c.Detail)
-		c.At = c.At.UTC()
-		return c, err
-	})
+		_, err = pgx.ForEachRow(rows, []any{&before, &c.Action, &c.Job, &c.Who, &c.Reason, &c.At, &c.Detail}, func() error {
+			read++
+			if len(out) < n && b.mine(c.Job) {
+				c.At = c.At.UTC()
+				out = append(out, c)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(out) >= n || read < page {
+			return out, nil
+		}
+	}
 }

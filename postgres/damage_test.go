@@ -14,15 +14,15 @@ func damage(t *testing.T, b *postgres.Backend, d backendtest.Damage) bool {
 	t.Helper()
 	switch d.Kind {
 	case backendtest.LeaseGarbage:
-		execSQL(t, b, `INSERT INTO {s}.lease (holder, epoch, expires_at) VALUES ('', 0, clock_timestamp() + interval '1 hour')
-			ON CONFLICT (id) DO UPDATE SET holder = '', epoch = 0`)
+		execSQL(t, b, `INSERT INTO {s}.lease (shard, holder, epoch, expires_at) VALUES ($1, '', 0, clock_timestamp() + interval '1 hour')
+			ON CONFLICT (shard) DO UPDATE SET holder = '', epoch = 0`, b.ShardNum())
 	case backendtest.EpochDeleted:
 		execSQL(t, b, `DELETE FROM {s}.election`)
 	case backendtest.EpochRolledBack:
 		execSQL(t, b, `UPDATE {s}.election SET epoch = 1`)
 	case backendtest.HistoryGarbageEntry:
-		execSQL(t, b, `INSERT INTO {s}.terms (epoch, holder, started_at, reason) VALUES (1, 'someone', clock_timestamp(), 'not a reason')
-			ON CONFLICT (epoch) DO NOTHING`)
+		execSQL(t, b, `INSERT INTO {s}.terms (epoch, holder, started_at, reason, shard) VALUES (1, 'someone', clock_timestamp(), 'not a reason', $1)
+			ON CONFLICT (epoch) DO NOTHING`, b.ShardNum())
 	case backendtest.HistoryDeleted:
 		execSQL(t, b, `DELETE FROM {s}.terms`)
 	case backendtest.LastDeleted:
@@ -40,7 +40,7 @@ func fix(t *testing.T, b *postgres.Backend, d backendtest.Damage) {
 	t.Helper()
 	switch d.Kind {
 	case backendtest.LeaseGarbage:
-		execSQL(t, b, `DELETE FROM {s}.lease WHERE holder = '' OR epoch <= 0`)
+		execSQL(t, b, `DELETE FROM {s}.lease WHERE shard = $1 AND (holder = '' OR epoch <= 0)`, b.ShardNum())
 	case backendtest.HistoryGarbageEntry:
 		execSQL(t, b, `DELETE FROM {s}.terms WHERE reason = 'not a reason'`)
 	case backendtest.PausedFieldGarbage:

@@ -13,9 +13,11 @@
 // it: one applies, the others find the work done. A schema migrated by a
 // newer onetick is refused. Open does not migrate.
 //
-//	lease            at most one row: holder, epoch, expires_at
-//	election         at most one row: the epoch counter
-//	terms            leadership history, newest HistoryLen kept
+//	lease            at most one row per shard (0 to 255; the store's is
+//	                 shard 0's): holder, epoch, expires_at
+//	election         at most one row: the epoch counter, of every shard
+//	terms            leadership history, each term its shard's; the
+//	                 newest HistoryLen of each shard kept
 //	last_fired       job -> last-fired slot (Unix ms)
 //	ticks            per-tick records: tick id -> claiming term (holder,
 //	                 epoch; "manual|who" for triggers and backfills),
@@ -44,6 +46,12 @@
 //	                 and the record as JSON (ledger.go)
 //	run_counts       per job: its number of ledger records and oldest
 //	                 slot, kept by triggers on runs
+//	members          the fleet's live replicas: holder -> expires_at
+//
+// Shards (shard.go): a shard's view has its own lease row and terms; the
+// job-keyed tables have no shard column (a job is in one shard and is
+// written only under its lease), and a view's listings (Controls,
+// ControlLog) hold its shard's jobs only.
 //
 // A stream entry's id is "<ms>-<seq>" as in Redis: the database's clock
 // at append and the entry's sequence, so ids order entries and tell when
@@ -59,13 +67,15 @@
 //
 // # What is atomic, and how fencing works in SQL
 //
-// Acquire is one transaction: acquirers are serialized by an advisory
-// lock; the lease row is locked FOR UPDATE; a live lease is answered with
+// Acquire is one transaction: acquirers of a shard are serialized by an
+// advisory lock; the shard's lease row is locked FOR UPDATE; a live lease is answered with
 // a *HeldError; otherwise the new epoch is the greatest of the counter + 1,
 // the newest recorded term + 1 and the database's clock in milliseconds
-// (so epochs never repeat, even with the counter or the history deleted),
-// and the lease row, the counter, the end of the previous term and the new
-// term are written together. Renew is one compare-and-extend statement
+// (so epochs never repeat, even with the counter or the history deleted;
+// the counter's row stays locked until commit, so acquirers of different
+// shards take turns and never share an epoch), and the lease row, the
+// counter, the end of the shard's previous term and the new term are
+// written together. Renew is one compare-and-extend statement
 // (UPDATE ... WHERE holder = $1 AND epoch = $2 AND expires_at > now),
 // Release one compare-and-delete statement that also closes the term and
 // sends NOTIFY.
@@ -103,10 +113,11 @@
 // # LISTEN/NOTIFY
 //
 // One connection per Backend, outside the pool, LISTENs on three channels
-// named after the schema: "<schema>.lease" (Acquire, Release),
+// named after the schema: "<schema>.lease" (Acquire, Release; the
+// payload "acquired:N" or "released:N" names the shard),
 // "<schema>.append" (every append) and "<schema>.released" (a worker
 // released a run marker; the payload is the group). Watch wakes on the
-// first and also at the instant the current lease expires by the
+// first (its shard's payloads) and also at the instant the lease expires by the
 // database's clock (PostgreSQL has no expiry event; the instant is read
 // after every wake, so a renewed lease moves it on). Fetch waits on the
 // second, Released on the third. Notifications are best effort: after the

@@ -57,9 +57,9 @@ func (b *Backend) Repair(ctx context.Context, d *onetick.DamageError, _ bool) (s
 		if perr != nil {
 			return "", fmt.Errorf("%w: %v", onetick.ErrNotRepairable, perr)
 		}
-		err = b.pool.QueryRow(ctx, b.q(`WITH m AS (DELETE FROM {s}.lease WHERE holder = $1 AND epoch = $2 RETURNING 1)
+		err = b.pool.QueryRow(ctx, b.q(`WITH m AS (DELETE FROM {s}.lease WHERE shard = $4 AND holder = $1 AND epoch = $2 RETURNING 1)
 			INSERT INTO {s}.damaged (tbl, field, value) SELECT 'lease', '', $3 FROM m RETURNING id`),
-			l.Holder, int64(l.Epoch), d.Value).Scan(&id)
+			l.Holder, int64(l.Epoch), d.Value, b.shard).Scan(&id)
 	case d.Key == b.table("terms") && d.Field != "":
 		epoch, perr := strconv.ParseInt(d.Field, 10, 64)
 		if perr != nil {

@@ -57,7 +57,11 @@ func LatestVersion() int { return len(migrations) }
 // migrations it lacks, with their version records, in one transaction. Replicas may call it at the same time: a transaction-scoped
 // advisory lock per schema lets one apply at a time, and the others find
 // the work done. It refuses a schema that a newer onetick migrated.
-func (b *Backend) Migrate(ctx context.Context) error {
+func (b *Backend) Migrate(ctx context.Context) error { return b.migrateTo(ctx, len(migrations)) }
+
+// migrateTo is Migrate up to version want (the tests build older schemas
+// with it).
+func (b *Backend) migrateTo(ctx context.Context, want int) error {
 	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, lockSQL, b.lockKey("migrate")); err != nil {
 			return err
@@ -78,7 +82,7 @@ func (b *Backend) Migrate(ctx context.Context) error {
 		if cur > len(migrations) {
 			return fmt.Errorf("postgres: schema %s is at version %d, newer than this onetick's %d: upgrade onetick", b.opts.Schema, cur, len(migrations))
 		}
-		for _, m := range migrations[cur:] {
+		for _, m := range migrations[min(cur, want):want] {
 			if _, err := tx.Exec(ctx, b.q(m.sql)); err != nil {
 				return fmt.Errorf("postgres: migration %s: %w", m.name, err)
 			}

@@ -61,6 +61,12 @@ type Backend struct {
 
 	riverMu     sync.Mutex
 	riverClient *river.Client[pgx.Tx]
+
+	// A shard's view (shard.go): its lease row, and the count that
+	// decides which jobs its listings hold. The store itself is shard 0
+	// of 1. root is the store a view was made from (nil on the store).
+	shard, shards int
+	root          *Backend
 }
 
 var _ onetick.Backend = (*Backend)(nil)
@@ -86,7 +92,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Backend, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.Ledger = storekit.Retention(opts.Ledger)
-	b := &Backend{pool: pool, opts: opts, ident: pgx.Identifier{opts.Schema}.Sanitize()}
+	b := &Backend{pool: pool, opts: opts, ident: pgx.Identifier{opts.Schema}.Sanitize(), shards: 1}
 	lc := pool.Config().ConnConfig // a copy
 	params := make(map[string]string, len(lc.RuntimeParams)+1)
 	for k, v := range lc.RuntimeParams {
@@ -132,8 +138,11 @@ func (b *Backend) Pool() *pgxpool.Pool { return b.pool }
 func (b *Backend) Schema() string { return b.opts.Schema }
 
 // Close stops the notification listener and closes the pool if the
-// Backend opened it.
+// Backend opened it. A shard's view's Close does nothing.
 func (b *Backend) Close() error {
+	if b.root != nil {
+		return nil
+	}
 	b.hub.close()
 	if b.owns {
 		b.pool.Close()

@@ -61,9 +61,10 @@ func harness() backendtest.Harness {
 			return openWith(t, postgres.Options{Ledger: r})
 		},
 		Expire: func(t *testing.T, ob onetick.Backend) {
-			// The lease runs out now, as if its holder had paused past
-			// its TTL.
-			execSQL(t, ob.(*postgres.Backend), `UPDATE {s}.lease SET expires_at = clock_timestamp() - interval '1 millisecond'`)
+			// The lease (of the view's shard) runs out now, as if its
+			// holder had paused past its TTL.
+			b := ob.(*postgres.Backend)
+			execSQL(t, b, `UPDATE {s}.lease SET expires_at = clock_timestamp() - interval '1 millisecond' WHERE shard = $1`, b.ShardNum())
 		},
 		Stream: func(t *testing.T, ob onetick.Backend, key string) []onetick.TickRecord {
 			recs, err := ob.(*postgres.Backend).ReadStream(context.Background(), key, 0)

@@ -145,6 +145,9 @@ func (b *Backend) RiverSchema() string { return b.opts.RiverSchema }
 // river returns the Backend's insert-only River client (no queues, no
 // workers: it never works a job), made on first use.
 func (b *Backend) river() (*river.Client[pgx.Tx], error) {
+	if b.root != nil {
+		return b.root.river() // one client per store, its views' too
+	}
 	b.riverMu.Lock()
 	defer b.riverMu.Unlock()
 	if b.riverClient != nil {

@@ -237,7 +237,7 @@ func TestClaimInFlightHoldsTheFence(t *testing.T) {
 		}
 		acquired <- g
 	}()
-	waitBlocked(t, b, "lease FOR UPDATE", "")
+	waitBlocked(t, b, "lease WHERE shard = $1 FOR UPDATE", "")
 	select {
 	case <-claimed:
 		t.Fatal("the claim finished while its entry was locked")

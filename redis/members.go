@@ -61,3 +61,34 @@ func (b *Backend) Heartbeat(ctx context.Context, holder string, ttl time.Duratio
 	sort.Strings(live)
 	return live, nil
 }
+
+// leaveScript: KEYS members; ARGV holder. Removes the holder's entry
+// (ZREM; the key goes with its last entry) and returns {1}; {-1, key,
+// reason, kind, value} when the key holds another type (nothing written).
+var leaveScript = goredis.NewScript(luaPrelude + `
+local t = keytype(KEYS[1])
+if t ~= 'zset' and t ~= 'none' then
+  return {-1, KEYS[1], wrongtype(KEYS[1], 'a sorted set'), 'type', ''}
+end
+if t == 'zset' then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+end
+return {1}
+`)
+
+// Leave implements onetick.Members: one script removes holder from
+// <prefix>:members.
+func (b *Backend) Leave(ctx context.Context, holder string) error {
+	if err := onetick.CheckLeave(holder); err != nil {
+		return err
+	}
+	key := b.membersKey()
+	v, err := leaveScript.Run(ctx, b.c, []string{key}, holder).Slice()
+	if err != nil {
+		return fmt.Errorf("redis: leave on %s: %w", key, err)
+	}
+	if v[0].(int64) == -1 {
+		return b.damageOf(v)
+	}
+	return nil
+}

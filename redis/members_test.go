@@ -99,6 +99,10 @@ func TestMembersWrongType(t *testing.T) {
 	if !errors.As(err, &d) || d.Key != "onetick:members" || d.Kind != onetick.DamageType || !errors.Is(err, onetick.ErrDamaged) {
 		t.Fatalf("heartbeat on a string key: %v, want damage of onetick:members", err)
 	}
+	err = redis.New(c, redis.Options{}).Leave(ctx, "a")
+	if !errors.As(err, &d) || d.Key != "onetick:members" || d.Kind != onetick.DamageType {
+		t.Fatalf("leave on a string key: %v, want damage of onetick:members", err)
+	}
 	if v, err := c.Get(ctx, "onetick:members").Result(); err != nil || v != "x" {
 		t.Fatalf("the damaged key was changed: %q, %v", v, err)
 	}

@@ -36,6 +36,7 @@ func viewHarness(h backendtest.Harness, n, shards int) backendtest.Harness {
 func TestShards(t *testing.T) {
 	srv := redistest.Start(t, redistest.KeyspaceEvents())
 	backendtest.Shards(t, harness(t, srv))
+	backendtest.Layout(t, harness(t, srv))
 }
 
 // TestConformanceShardViewWithoutKeyspaceEvents: the whole suite on
@@ -120,6 +121,7 @@ func TestShardsCluster(t *testing.T) {
 	}
 	h := harnessFor(newClient, flush, redis.Options{Prefix: "{onetick}"})
 	backendtest.Shards(t, h)
+	backendtest.Layout(t, h)
 }
 
 // TestShardViewACL: the shards' suite (views of the hash-tagged prefix
@@ -135,6 +137,7 @@ func TestShardViewACL(t *testing.T) {
 			}
 		}, redis.Options{Prefix: "{onetick}"})
 	backendtest.Shards(t, h)
+	backendtest.Layout(t, h)
 	c := goredis.NewClient(srv.UserOptions("onetick"))
 	defer c.Close()
 	for _, k := range []string{"{other:02}:leader", "onetick:leader"} {
