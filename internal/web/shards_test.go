@@ -22,7 +22,9 @@ import (
 // everyMs fires every d.
 type everyMs time.Duration
 
-func (e everyMs) Next(t time.Time) time.Time { return t.Truncate(time.Duration(e)).Add(time.Duration(e)) }
+func (e everyMs) Next(t time.Time) time.Time {
+	return t.Truncate(time.Duration(e)).Add(time.Duration(e))
+}
 
 // runShardReplicas runs replicas a and b over b with shards shards until
 // each leads half and every job fired; they stop at the test's end.
