@@ -149,6 +149,11 @@ func TestStatusShards(t *testing.T) {
 				t.Fatalf("handle: %d shards", h.Shards())
 			}
 			reps := startShardReplicas(t, h, jobs)
+			for name, r := range reps {
+				if holder, leading := replicaRole(r); holder != name || !leading {
+					t.Errorf("replicaRole(%s) = %s, %v", name, holder, leading)
+				}
+			}
 
 			st, err := readStatus(ctx, h, jobs, 10)
 			if err != nil {
