@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"slices"
 	"strings"
@@ -48,7 +49,8 @@ func runShardReplicas(t *testing.T, b onetick.SchedulerBackend, shards int, jobs
 	out := map[string]*onetick.Scheduler{}
 	for _, name := range []string{"a", "b"} {
 		s, err := onetick.New(onetick.Config{Backend: b, Replica: name, Jobs: jobs, Shards: shards, Sink: sink,
-			Lease: onetick.LeaseConfig{TTL: 3 * time.Second, Renew: 500 * time.Millisecond}})
+			Lease:  onetick.LeaseConfig{TTL: 3 * time.Second, Renew: 500 * time.Millisecond},
+			Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
