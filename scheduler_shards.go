@@ -15,8 +15,9 @@ import (
 // The lease series are per shard (shard_metrics.go):
 // scheduler_is_leader{shard} and the other series each shard's elector
 // keeps, and scheduler_shards_led; scheduler_leadership_changes_total
-// counts every shard's terms. The DeadlineWatcher is refused (it reads
-// one ledger and one elector).
+// counts every shard's terms. One DeadlineWatcher judges each job while
+// this replica leads the job's shard, from that shard's ledger
+// (deadlines.go, Scheduler.DeadlineWatcher).
 
 // validateShards checks Config.Shards and that the store can shard.
 func (c *Config) validateShards() error {
@@ -111,9 +112,4 @@ func (c *leadCount) add(m *Metrics, d int) {
 	} else {
 		m.IsLeader.Set(0)
 	}
-}
-
-// errShardedDeadlines refuses a DeadlineWatcher of a sharded scheduler.
-func errShardedDeadlines(shards int) error {
-	return configErr("shards", "deadlines are not watched with %d shards yet (one ledger per shard; docs/shards.md)", shards)
 }
