@@ -34,8 +34,9 @@ func openRedis(ctx context.Context, f *config.File, o Options) (*Handle, error) 
 	}
 	r := f.Backend.Redis
 	h := &Handle{backend: b, close: client.Close,
-		desc: Description{Kind: Redis, Address: f.MaskedRedisURL(), Prefix: r.Prefix},
-		work: func(group string) WorkStore { return b.WorkerStore(group) },
+		desc:     Description{Kind: Redis, Address: f.MaskedRedisURL(), Prefix: r.Prefix},
+		work:     func(group string) WorkStore { return b.WorkerStore(group) },
+		viewWork: viewWorkStore[*otredis.Backend, *otredis.WorkerStore](Redis),
 	}
 	h.describe = func(ctx context.Context) string { return describeRedis(ctx, f, client) }
 	h.announce = func(ctx context.Context, log *slog.Logger) {
