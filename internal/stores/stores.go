@@ -135,6 +135,10 @@ func Open(ctx context.Context, f *config.File, o Options) (*Handle, error) {
 			_ = h.Close()
 			return nil, invalid(fmt.Errorf("%s: shards: %d shards need a store that shards; the %s store does not (give 1, the default)", f.Path, h.shards, h.desc.Kind))
 		}
+		if _, ok := h.backend.(onetick.Members); h.shards > 1 && !ok {
+			_ = h.Close()
+			return nil, invalid(fmt.Errorf("%s: shards: %d shards need the fleet's membership (which replicas are live) on the store; the %s store keeps none yet (give 1, the default)", f.Path, h.shards, h.desc.Kind))
+		}
 	}
 	return h, err
 }
