@@ -39,6 +39,12 @@ func TestRunShards(t *testing.T) {
         env: {OUT: %q}
 `, i, out)
 	}
+	jobs.WriteString(`  - name: fails
+    schedule: "@every 1h"
+    run:
+      command: [sh, -c, "echo boom >&2; exit 3"]
+      max_attempts: 1
+`)
 	cfg := writeFile(t, "shards.yaml", fmt.Sprintf(`backend:
   redis:
     url: %s
@@ -62,7 +68,7 @@ jobs:
 	if len(seen) != 4 {
 		t.Fatalf("the jobs are not one per shard: %v", shard)
 	}
-	if o, e, code := runCmd(t, nil, "validate", "--config", cfg); code != 0 || !strings.Contains(o, "ok: 4 jobs") {
+	if o, e, code := runCmd(t, nil, "validate", "--config", cfg); code != 0 || !strings.Contains(o, "ok: 5 jobs") {
 		t.Fatalf("validate: %d %q %q", code, o, e)
 	}
 
@@ -193,6 +199,40 @@ jobs:
 	resp.Body.Close()
 	if err != nil || len(recs) != 3 || recs[0].Job != "job3" || recs[1].Action != "resume" || recs[2].Action != "pause" {
 		t.Fatalf("control log: %+v, %v", recs, err)
+	}
+
+	// A dead letter of a job's shard: listed with its shard in its id,
+	// replayed once.
+	if o, e, code := runCmd(t, nil, "trigger", "fails", "--key", "k1", "--config", cfg); code != 0 {
+		t.Fatalf("trigger: %d %s %s", code, o, e)
+	}
+	var deadID string
+	for end := time.Now().Add(30 * time.Second); deadID == ""; time.Sleep(100 * time.Millisecond) {
+		o, _, code := runCmd(t, nil, "dead", "list", "--config", cfg)
+		if code == 0 && strings.Contains(o, "fails:trigger:k1") {
+			deadID = strings.Fields(strings.Split(o, "\n")[1])[0]
+		}
+		if time.Now().After(end) {
+			t.Fatal("no dead letter within 30s")
+		}
+	}
+	if want := fmt.Sprintf("%02d/", onetick.ShardOf("fails", 4)); !strings.HasPrefix(deadID, want) {
+		t.Fatalf("dead letter id %q does not start with its shard %q", deadID, want)
+	}
+	resp, err = http.Get("http://" + addr + "/api/v1/jobs/fails/dead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), deadID) {
+		t.Fatalf("the API's dead letters of fails: %d %s", resp.StatusCode, body)
+	}
+	if o, e, code := runCmd(t, nil, "dead", "replay", deadID, "--config", cfg); code != 0 || !strings.Contains(o, "fails:trigger:k1") {
+		t.Fatalf("replay: %d %s %s", code, o, e)
+	}
+	if _, e, code := runCmd(t, nil, "dead", "replay", deadID, "--config", cfg); code != 2 || !strings.Contains(e, "no dead letter") {
+		t.Fatalf("second replay of the same id: %d %s", code, e)
 	}
 
 	// Every job's slots ran once (lines fails on a repeat) and none is
