@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/internal/redistest"
 	"github.com/onetick/onetick/redis"
@@ -254,5 +256,90 @@ jobs:
 				t.Errorf("%s: slot %d follows %d: a slot is missing", j, s[i], s[i-1])
 			}
 		}
+	}
+}
+
+// TestRunShardsOnCluster: on a Redis Cluster of three primaries, `shards:
+// 3` runs each job's slots from its shard's slot: the default streams are
+// under each shard's tag, and a job's own stream named with the tag the
+// topology check suggests is accepted and worked; a stream in another
+// slot is refused by validate and run alike (exit 2), naming the tag.
+func TestRunShardsOnCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, redistest.ClusterOptions{})
+	out := filepath.Join(t.TempDir(), "ran")
+	tag := redis.ShardPrefix("{onetick}", onetick.ShardOf("own", 3), 3)
+	head := fmt.Sprintf(`backend:
+  redis:
+    cluster:
+      addrs: [%s]
+lease:
+  ttl: 2s
+shards: 3
+jobs:
+`, strings.Join(cl.Addrs(), ", "))
+	job := func(name, stream string) string {
+		s := fmt.Sprintf(`  - name: %s
+    schedule: "@every 1s"
+    run:
+      command:
+        argv: [sh, -c, 'echo "$ONETICK_TICK" >> "$OUT"']
+        env: {OUT: %q}
+`, name, out)
+		if stream != "" {
+			s += "    stream: '" + stream + "'\n"
+		}
+		return s
+	}
+	bad := writeFile(t, "bad.yaml", head+job("own", "{onetick}:own"))
+	_, stderr, code := runCmd(t, nil, "validate", "--config", bad)
+	if code != 2 || !strings.Contains(stderr, "name it like "+tag+":own") {
+		t.Fatalf("validate of a stream outside its shard's slot: %d %q", code, stderr)
+	}
+	if code, rerr := runChecked(t, nil, "--config", bad); code != 2 {
+		t.Fatalf("run of a stream outside its shard's slot: exit %d\n%s", code, rerr)
+	}
+
+	var names []string
+	var jobs strings.Builder
+	for i := range 3 {
+		names = append(names, "job"+strconv.Itoa(i))
+		jobs.WriteString(job(names[i], ""))
+	}
+	jobs.WriteString(job("own", tag+":own"))
+	names = append(names, "own")
+	cfg := writeFile(t, "cluster.yaml", head+jobs.String())
+	if o, e, code := runCmd(t, nil, "validate", "--config", cfg); code != 0 {
+		t.Fatalf("validate: %d %q %q", code, o, e)
+	}
+	p := startProc(t, "r0", "--config", cfg)
+	<-p.addr
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		n := map[string]int{}
+		for _, l := range lines(t, out) {
+			j, _, _ := strings.Cut(l, ":")
+			n[j]++
+		}
+		done := true
+		for _, j := range names {
+			done = done && n[j] >= 2
+		}
+		if done {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("not every job ran twice within 30s: %v", n)
+		}
+	}
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cl.Addrs()})
+	defer c.Close()
+	ctx := context.Background()
+	for _, j := range names[:3] {
+		stream := redis.ShardPrefix("{onetick}", onetick.ShardOf(j, 3), 3) + ":stream:" + j
+		if n, err := c.XLen(ctx, stream).Result(); err != nil || n == 0 {
+			t.Errorf("%s: stream %s has %d entries (%v)", j, stream, n, err)
+		}
+	}
+	if n, err := c.XLen(ctx, tag+":own").Result(); err != nil || n == 0 {
+		t.Errorf("own: stream %s has %d entries (%v)", tag+":own", n, err)
 	}
 }
