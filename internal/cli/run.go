@@ -174,11 +174,13 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	done := make(chan struct{})
 	if hl != nil {
 		mux := handler(reg, sched, b, h.Describe, done)
-		shards, err := newFleetOps(h, func(v onetick.Backend) *onetick.Ops {
-			return &onetick.Ops{Backend: v, Jobs: jobs, Source: source, Sink: tr.opsSink(), Metrics: sched.Metrics()}
-		})
-		if err != nil {
-			return err
+		var shards *fleetOps // nil with one shard: the API's ops act on the store
+		if h.Shards() > 1 {
+			if shards, err = newFleetOps(h, func(v onetick.Backend) *onetick.Ops {
+				return &onetick.Ops{Backend: v, Jobs: jobs, Source: source, Sink: tr.opsSink(), Metrics: sched.Metrics()}
+			}); err != nil {
+				return err
+			}
 		}
 		(&api{ops: &onetick.Ops{Backend: b, Jobs: jobs, Source: source, Sink: tr.opsSink(), Metrics: sched.Metrics()}, shards: shards,
 			http: f.HTTP, log: log, sched: sched, file: f, store: h}).register(mux)

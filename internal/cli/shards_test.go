@@ -139,4 +139,23 @@ func TestShardedWorkers(t *testing.T) {
 	if len(ws) != 1 {
 		t.Fatalf("%d workers with one shard, want 1", len(ws))
 	}
+	// Jobs defined at run time may come to any shard: a worker for each,
+	// and each job is registered with its shard's.
+	dyn, err := config.Parse("dyn.yaml", []byte("backend: {memory: {}}\nshards: 4\nworker: {allow_http_hosts: [example.invalid]}\njobs: []\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, rt, closeDyn, err := buildWorker(dyn, h, "r0", slog.New(slog.DiscardHandler), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDyn()
+	if len(ws) != 4 || rt == nil {
+		t.Fatalf("%d workers, runtime %v; want 4 and one", len(ws), rt)
+	}
+	for _, j := range []string{"job0", "job1", "job2", "job3"} {
+		if rt.worker(j) != ws[onetick.ShardOf(j, 4)] {
+			t.Errorf("%s is not registered with its shard's worker", j)
+		}
+	}
 }
