@@ -102,6 +102,7 @@ func (p *parser) top(root *yaml.Node) {
 			prefix = r.Prefix
 		}
 		p.jobs(sec["jobs"], prefix, p.base.Lease.TTL.D())
+		p.shardedDeadlines()
 		return
 	}
 	sec := p.fields(es, "", "", topKeys...)

@@ -214,3 +214,28 @@ func TestShardedDeadlines(t *testing.T) {
 		})
 	}
 }
+
+// TestShardedDeadlinesJobsFile: a job applied at run time to a sharded
+// fleet may not carry a deadline either.
+func TestShardedDeadlinesJobsFile(t *testing.T) {
+	const jobs = "jobs:\n  - name: a\n    schedule: '@daily'\n    deadline: {start: 1m}\n"
+	for _, c := range []struct {
+		shards string
+		want   string
+	}{
+		{"4", "jobs.yaml:4: jobs[0] (a).deadline: 4 shards and deadlines (the fleet's configuration on.yaml) do not go together yet"},
+		{"1", ""},
+	} {
+		base, err := parse("on.yaml", []byte("backend:\n  memory: {}\nshards: "+c.shards+"\n"), noEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = parseWith("jobs.yaml", []byte(jobs), noEnv, base)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("shards %s: %v, want accepted", c.shards, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("shards %s: got %v, want %q", c.shards, err, c.want)
+		}
+	}
+}

@@ -18,8 +18,8 @@ func deadlineWatcher(f *config.File, sched *onetick.Scheduler, h *stores.Handle)
 		return nil, nil
 	}
 	if h.Shards() > 1 {
-		// The file's deadlines are refused with shards (config); a job
-		// defined at run time with a deadline is not watched.
+		// Deadlines are refused with shards, in the file and in the jobs
+		// applied at run time (config).
 		return nil, nil
 	}
 	cfg, err := f.Deadlines.Watcher()
