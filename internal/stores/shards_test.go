@@ -2,6 +2,7 @@ package stores
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/etcdtest"
 )
 
 // TestShardWorkStore: with shards, a job's tick enqueued through its
@@ -107,4 +109,23 @@ func TestShardWorkStoreOneShard(t *testing.T) {
 	if lg, err := h.JobLedger("a"); err != nil || lg != h.Backend().(onetick.Ledger) {
 		t.Errorf("JobLedger with one shard: %v, %v", lg, err)
 	}
+}
+
+// TestShardsNeedMembers: a store that shards but keeps no membership of
+// the fleet (etcd, for now) is refused with more than one shard, as bad
+// input naming the file; one shard opens.
+func TestShardsNeedMembers(t *testing.T) {
+	s := etcdtest.Start(t)
+	base := "backend:\n  etcd:\n    endpoints: [" + s.Endpoint() + "]\n    prefix: " + etcdtest.Prefix() + "\n"
+	ctx := context.Background()
+	_, err := Open(ctx, parse(t, base+"shards: 2\n"), Options{})
+	var inv *InvalidError
+	if !errors.As(err, &inv) || !strings.Contains(err.Error(), "test.yaml: shards: 2 shards need the fleet's membership") {
+		t.Fatalf("etcd with 2 shards: %v", err)
+	}
+	h, err := Open(ctx, parse(t, base+"shards: 1\n"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = h.Close()
 }
