@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/internal/etcdtest"
 )
@@ -128,4 +130,41 @@ func TestShardsNeedMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = h.Close()
+}
+
+// TestRedisUpkeepFoldsShards: the upkeep of a sharded Redis store folds
+// every shard's run ledger, not only the store's unsharded one.
+func TestRedisUpkeepFoldsShards(t *testing.T) {
+	prefix := fmt.Sprintf("ot_test_stores_fold_%d_%d", os.Getpid(), time.Now().UnixNano())
+	t.Cleanup(func() { dropKeys(t, prefix) })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := parse(t, "backend:\n  redis:\n    url: redis://127.0.0.1:6379/0\n    prefix: "+prefix+"\nshards: 4\njobs:\n  - {name: job2, schedule: '@daily'}\n")
+	h, err := Open(ctx, f, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	view, err := h.ForJob("job2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := view.Enqueue(ctx, []onetick.Tick{{Job: "job2", Key: "k1", Stream: f.Jobs[0].Stream, Payload: "{}",
+		Retention: time.Hour, OutOfOrder: true}}, onetick.Actor{Who: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	folded := fmt.Sprintf("%s:%02d:ledger:folded", prefix, onetick.ShardOf("job2", 4))
+	done := make(chan struct{})
+	go func() { defer close(done); h.Upkeep(ctx) }()
+	defer func() { cancel(); <-done }()
+	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
+	defer c.Close()
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if n, err := c.Exists(ctx, folded).Result(); err == nil && n == 1 {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%s not written within 20s: the shard's ledger was not folded", folded)
+		}
+	}
 }
