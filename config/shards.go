@@ -2,6 +2,7 @@ package config
 
 import (
 	"strconv"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -17,10 +18,9 @@ const DefaultShards = 1
 // setting, not a store's, because every replica and every store must
 // agree on it: it is part of the stored layout, like the key prefix.
 //
-// Not used by the engine yet: this session only reads and validates it
-// (File.Shards); a value above 1 is accepted on the shared stores and
-// changes nothing until the engine work that follows. The file store
-// has one replica by construction, so it refuses more than one shard:
+// `onetick run` gives File.Shards to the engine (onetick.Config.Shards),
+// which runs a leader per shard; deadlines are refused with more than one
+// shard (shardedDeadlines). The file store has one replica by construction, so it refuses more than one shard:
 // here when the file names backend.file, in FileStoreShards when it is
 // the default (no store named, and none given on the command line).
 func (p *parser) shards(e, backend entry) {
@@ -75,14 +75,46 @@ func (f *File) FileStoreShards() error {
 		Msg: fileStoreShards(f.Shards, "no shared store is given (backend, --redis, ONETICK_REDIS_URL), so it is the file store")}}
 }
 
-// ShardsNotBuilt refuses more than one shard on any store until the engine
-// schedules per shard (issue 23, docs/shards.md): a setting the engine
-// would ignore must not look as if it did something. The caller checks it
-// after FileStoreShards, whose message says more on the file store.
-func (f *File) ShardsNotBuilt() error {
-	if f.Shards <= 1 {
-		return nil
+// shardedDeadlines refuses deadlines with more than one shard: the
+// engine's deadline watcher reads one ledger and follows one lease, and
+// with shards each shard has its own (docs/shards.md). Deadlines are the
+// deadlines section or a job's deadline; the error is at the shards line
+// and names the other. In a jobs file (jobs applied at run time) the
+// configuration's shards count, and the error is at the job's deadline.
+func (p *parser) shardedDeadlines() {
+	f := p.f
+	if p.base != nil {
+		if p.base.Shards <= 1 {
+			return
+		}
+		for i, j := range f.Jobs {
+			if j.Deadline != nil {
+				p.errorf(f.jobLine(i, "deadline"), label(i, j.Name)+".deadline", "%s", shardedDeadlinesMsg(p.base.Shards, "the fleet's configuration "+p.base.Path))
+			}
+		}
+		return
 	}
-	return Errors{{File: f.Path, Line: f.line("shards", 0), Field: "shards",
-		Msg: strconv.Itoa(f.Shards) + " shards are not built yet: the engine schedules every job as one shard (issue 23, docs/shards.md); give 1, the default, or leave shards out"}}
+	if f.Shards <= 1 {
+		return
+	}
+	var where []string
+	if l, ok := f.lines["deadlines"]; ok {
+		where = append(where, "deadlines at line "+strconv.Itoa(l))
+	}
+	for i, j := range f.Jobs {
+		if j.Deadline != nil {
+			where = append(where, "jobs ("+j.Name+").deadline at line "+strconv.Itoa(f.jobLine(i, "deadline")))
+			break
+		}
+	}
+	if len(where) == 0 {
+		return
+	}
+	p.errorf(f.line("shards", 0), "shards", "%s", shardedDeadlinesMsg(f.Shards, strings.Join(where, ", ")))
+}
+
+// shardedDeadlinesMsg refuses deadlines (where) with n shards.
+func shardedDeadlinesMsg(n int, where string) string {
+	return strconv.Itoa(n) + " shards and deadlines (" + where + ") do not go together yet: the deadline watcher follows one lease and one run ledger, " +
+		"and each shard has its own (docs/shards.md); remove the deadlines or give shards: 1"
 }
