@@ -102,7 +102,6 @@ func (p *parser) top(root *yaml.Node) {
 			prefix = r.Prefix
 		}
 		p.jobs(sec["jobs"], prefix, p.base.Lease.TTL.D())
-		p.shardedDeadlines()
 		return
 	}
 	sec := p.fields(es, "", "", topKeys...)
@@ -117,7 +116,6 @@ func (p *parser) top(root *yaml.Node) {
 	p.metrics(sec["metrics"])
 	p.ledger(sec["ledger"])
 	p.deadlines(sec["deadlines"])
-	p.shardedDeadlines()
 	p.tracing(sec["tracing"])
 }
 

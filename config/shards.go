@@ -2,7 +2,6 @@ package config
 
 import (
 	"strconv"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -73,48 +72,4 @@ func (f *File) FileStoreShards() error {
 	}
 	return Errors{{File: f.Path, Line: f.line("shards", 0), Field: "shards",
 		Msg: fileStoreShards(f.Shards, "no shared store is given (backend, --redis, ONETICK_REDIS_URL), so it is the file store")}}
-}
-
-// shardedDeadlines refuses deadlines with more than one shard: the
-// engine's deadline watcher reads one ledger and follows one lease, and
-// with shards each shard has its own (docs/shards.md). Deadlines are the
-// deadlines section or a job's deadline; the error is at the shards line
-// and names the other. In a jobs file (jobs applied at run time) the
-// configuration's shards count, and the error is at the job's deadline.
-func (p *parser) shardedDeadlines() {
-	f := p.f
-	if p.base != nil {
-		if p.base.Shards <= 1 {
-			return
-		}
-		for i, j := range f.Jobs {
-			if j.Deadline != nil {
-				p.errorf(f.jobLine(i, "deadline"), label(i, j.Name)+".deadline", "%s", shardedDeadlinesMsg(p.base.Shards, "the fleet's configuration "+p.base.Path))
-			}
-		}
-		return
-	}
-	if f.Shards <= 1 {
-		return
-	}
-	var where []string
-	if l, ok := f.lines["deadlines"]; ok {
-		where = append(where, "deadlines at line "+strconv.Itoa(l))
-	}
-	for i, j := range f.Jobs {
-		if j.Deadline != nil {
-			where = append(where, "jobs ("+j.Name+").deadline at line "+strconv.Itoa(f.jobLine(i, "deadline")))
-			break
-		}
-	}
-	if len(where) == 0 {
-		return
-	}
-	p.errorf(f.line("shards", 0), "shards", "%s", shardedDeadlinesMsg(f.Shards, strings.Join(where, ", ")))
-}
-
-// shardedDeadlinesMsg refuses deadlines (where) with n shards.
-func shardedDeadlinesMsg(n int, where string) string {
-	return strconv.Itoa(n) + " shards and deadlines (" + where + ") do not go together yet: the deadline watcher follows one lease and one run ledger, " +
-		"and each shard has its own (docs/shards.md); remove the deadlines or give shards: 1"
 }

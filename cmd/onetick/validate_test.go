@@ -119,8 +119,7 @@ func TestValidateAgreesWithRun(t *testing.T) {
 		{name: "shards on a Redis given by ONETICK_REDIS_URL", config: "backend: {}\nshards: 2\njobs: []\n",
 			env: []string{"ONETICK_REDIS_URL=redis://127.0.0.1:1/0?dial_timeout=1s"}},
 		{name: "four shards on Redis", config: "backend: {redis: {url: 'redis://127.0.0.1:1/0?dial_timeout=1s'}}\nshards: 4\njobs: []\n"},
-		{name: "shards and deadlines", config: "backend: {redis: {url: 'redis://127.0.0.1:1/0'}}\nshards: 4\ndeadlines: {check_every: 5s}\njobs: []\n",
-			bad: "bad.yaml:2: shards: 4 shards and deadlines (deadlines at line 3) do not go together yet"},
+		{name: "shards and deadlines", config: "backend: {redis: {url: 'redis://127.0.0.1:1/0'}}\nshards: 4\ndeadlines: {check_every: 5s}\njobs: []\n"},
 		{name: "one shard on Redis", config: "backend: {redis: {url: 'redis://127.0.0.1:1/0'}}\nshards: 1\njobs: []\n"},
 		{name: "bad schedule", config: "jobs:\n  - {name: a, schedule: '61 * * * *'}\n", bad: "bad.yaml:2: jobs[0] (a).schedule"},
 	}

@@ -181,7 +181,11 @@ func (a *api) change(h http.HandlerFunc) http.HandlerFunc {
 
 func (a *api) register(mux *http.ServeMux) {
 	if a.sched != nil {
-		page := web.Handler(&web.Store{Backend: a.ops.Backend, AllJobs: a.ops.AllJobs, Annotate: a.annotate,
+		var views []onetick.Backend
+		if a.store != nil && a.store.Shards() > 1 {
+			views, _ = shardViews(a.store) // views of a store that shards: no error
+		}
+		page := web.Handler(&web.Store{Backend: a.ops.Backend, Views: views, AllJobs: a.ops.AllJobs, Annotate: a.annotate,
 			Workers: a.file != nil && len(runJobs(a.file)) > 0,
 			Replica: a.replica}, web.Options{Logger: a.log})
 		mux.Handle("/", a.read(page.ServeHTTP))
@@ -466,7 +470,12 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "status: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	st, err := onetick.ReadStatus(ctx, a.ops.Backend, jobs, 20)
+	var st *onetick.Status
+	if a.store != nil {
+		st, err = readStatus(ctx, a.store, jobs, 20)
+	} else {
+		st, err = onetick.ReadStatus(ctx, a.ops.Backend, jobs, 20)
+	}
 	if err != nil {
 		http.Error(w, "status: "+err.Error(), http.StatusServiceUnavailable)
 		return

@@ -17,7 +17,10 @@ func (a *api) jobPage() http.Handler {
 		src.Replica = a.replica
 	}
 	if a.store != nil {
-		src.Ledger = a.store.Ledger
+		src.Ledger = a.store.JobLedger
+		if a.store.Shards() > 1 {
+			src.For = a.store.ForJob
+		}
 		if _, err := a.workStore(); err == nil {
 			src.Dead = a.pageDeadLetters
 		}

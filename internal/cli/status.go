@@ -198,7 +198,7 @@ func readRuns(ctx context.Context, f *config.File, h *stores.Handle) *worker.Sta
 	if len(jobs) == 0 {
 		return nil
 	}
-	store, err := h.WorkStore(f.Worker.Group)
+	store, err := workInspector(h, f.Worker.Group)
 	if err != nil {
 		return nil
 	}

@@ -114,14 +114,3 @@ func shardList(ns []int) string {
 	}
 	return strings.Join(s, ",")
 }
-
-// replicaRole is a scheduler's replica and whether it leads: with shards,
-// any shard (the status page's "this replica" card and /status; its
-// Elector is nil then).
-func replicaRole(s *onetick.Scheduler) (holder string, leading bool) {
-	if b := s.Balancer(); b != nil {
-		return b.Holder(), len(b.Led()) > 0
-	}
-	e := s.Elector()
-	return e.Holder(), e.IsLeader()
-}

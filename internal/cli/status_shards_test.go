@@ -150,8 +150,8 @@ func TestStatusShards(t *testing.T) {
 			}
 			reps := startShardReplicas(t, h, jobs)
 			for name, r := range reps {
-				if holder, leading := replicaRole(r); holder != name || !leading {
-					t.Errorf("replicaRole(%s) = %s, %v", name, holder, leading)
+				if holder, leading := replicaOf(r); holder != name || !leading {
+					t.Errorf("replicaOf(%s) = %s, %v", name, holder, leading)
 				}
 			}
 

@@ -56,7 +56,7 @@ func runShardReplicas(t *testing.T, b onetick.SchedulerBackend, shards int, jobs
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { defer close(done); _ = s.Run(ctx) }()
+		go func() { defer close(done); if err := s.Run(ctx); err != nil { t.Errorf("%s: Run: %v", name, err) } }()
 		t.Cleanup(func() { cancel(); <-done })
 		out[name] = s
 	}
@@ -72,7 +72,11 @@ func runShardReplicas(t *testing.T, b onetick.SchedulerBackend, shards int, jobs
 		select {
 		case <-changed:
 		case <-deadline.C:
-			t.Fatal("timed out waiting until the shards spread evenly and every job fired")
+			mu.Lock()
+			n := len(fired)
+			mu.Unlock()
+			t.Fatalf("timed out waiting until the shards spread evenly and every job fired: a leads %v, b leads %v, %d of %d jobs fired",
+				out["a"].Balancer().Led(), out["b"].Balancer().Led(), n, len(jobs))
 		}
 	}
 }
