@@ -56,7 +56,12 @@ func runShardReplicas(t *testing.T, b onetick.SchedulerBackend, shards int, jobs
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { defer close(done); if err := s.Run(ctx); err != nil { t.Errorf("%s: Run: %v", name, err) } }()
+		go func() {
+			defer close(done)
+			if err := s.Run(ctx); err != nil {
+				t.Errorf("%s: Run: %v", name, err)
+			}
+		}()
 		t.Cleanup(func() { cancel(); <-done })
 		out[name] = s
 	}
