@@ -73,3 +73,6 @@ func (f *File) FileStoreShards() error {
 	return Errors{{File: f.Path, Line: f.line("shards", 0), Field: "shards",
 		Msg: fileStoreShards(f.Shards, "no shared store is given (backend, --redis, ONETICK_REDIS_URL), so it is the file store")}}
 }
+
+// ShardsLine is the line of the shards key (0 when the file has none).
+func (f *File) ShardsLine() int { return f.line("shards", 0) }

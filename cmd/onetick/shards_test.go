@@ -379,3 +379,35 @@ jobs:
 		t.Fatalf("repair after: %d %q %q", code, o, e)
 	}
 }
+
+// TestRunRefusesAnotherLayout: the store records the fleet's shard count
+// (onetick.Layouter); a replica configured with another count exits 2
+// naming the shards line, before it serves or fires anything.
+func TestRunRefusesAnotherLayout(t *testing.T) {
+	prefix := fmt.Sprintf("layout-%d", time.Now().UnixNano())
+	b, err := redis.Open("redis://127.0.0.1:6379/0", redis.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
+	defer c.Close()
+	defer func() {
+		if keys, err := c.Keys(context.Background(), prefix+"*").Result(); err == nil && len(keys) > 0 {
+			c.Del(context.Background(), keys...)
+		}
+	}()
+	if err := b.Layout(context.Background(), 4); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, shards, want string }{
+		{"two", "shards: 2\n", ":5: shards: configured 2, but the store holds the layout of 4 shard(s)"},
+		{"default", "", ": shards: configured 1, but the store holds the layout of 4 shard(s)"},
+	} {
+		path := writeFile(t, tc.name+".yaml", fmt.Sprintf("backend:\n  redis:\n    url: redis://127.0.0.1:6379/0\n    prefix: %s\n%sjobs:\n  - {name: a, schedule: '@every 1s'}\n", prefix, tc.shards))
+		code, stderr := runChecked(t, nil, "--config", path)
+		if code != 2 || !strings.Contains(stderr, path+tc.want) {
+			t.Errorf("%s on a 4-shard store: exit %d, want 2 and %q in\n%s", tc.name, code, path+tc.want, stderr)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -156,6 +157,18 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return usageError{err}
 	}
+	// The store's shard layout before anything runs: a replica whose
+	// shards differ from the store's exits 2 (a store that does not answer
+	// yet is checked again when the scheduler starts).
+	lctx, lcancel := context.WithTimeout(ctx, 15*time.Second)
+	err = sched.CheckLayout(lctx)
+	lcancel()
+	if errors.Is(err, onetick.ErrLayout) {
+		if l := f.ShardsLine(); l > 0 {
+			return usageError{fmt.Errorf("%s:%d: %v", f.Path, l, err)}
+		}
+		return usageError{fmt.Errorf("%s: %v", f.Path, err)}
+	}
 	dw, err := deadlineWatcher(f, sched, h)
 	if err != nil {
 		return err
@@ -205,7 +218,9 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_ = sched.Run(runCtx)
+				if err := sched.Run(runCtx); err != nil {
+					log.Error("the scheduler stopped: this replica no longer fires", "err", err)
+				}
 			}()
 		}
 		wg.Add(1)
