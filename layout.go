@@ -55,6 +55,12 @@ func (e *LayoutError) Error() string {
 // Is makes errors.Is(err, ErrLayout) hold.
 func (e *LayoutError) Is(target error) bool { return target == ErrLayout }
 
+// CheckLayout is what Run checks first: that the store holds the layout
+// of the configured shard count (recording it on a store that can take
+// it). A *LayoutError (errors.Is ErrLayout) is a configuration the store
+// refuses; a store that does not answer is retried until ctx ends (nil).
+func (s *Scheduler) CheckLayout(ctx context.Context) error { return s.checkLayout(ctx) }
+
 // checkLayout makes sure the store holds the layout of s's shard count
 // before anything leads: a *LayoutError ends Run; another error (the store
 // does not answer) is retried every renew period until ctx ends. A store

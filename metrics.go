@@ -65,6 +65,13 @@ type Metrics struct {
 	// fleet holds the totals a job of each preference counts in.
 	fleet map[Prefer]*tickCounters
 
+	// reg is the Registerer NewMetrics registered on (nil: none), and
+	// standby the scheduler_standby_seconds_total collector: a sharded
+	// Scheduler swaps the lease series for its shards' (shard_metrics.go).
+	reg     prometheus.Registerer
+	standby prometheus.Collector
+	sharded bool // shardSeries ran (under mu)
+
 	mu           sync.Mutex
 	standbyTotal time.Duration
 	standbySince time.Time // zero while leading or stopped
@@ -191,6 +198,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "scheduler_standby_seconds_total",
 		Help: "Seconds this replica spent running as a standby.",
 	}, func() float64 { return m.standbySeconds() })
+	m.reg, m.standby = reg, standby
 	if reg != nil {
 		for _, c := range append([]prometheus.Collector{
 			m.LeadershipChanges, m.EnqueuedTicks, m.DuplicateTicks, m.FencedTicks, m.MissedTicks,

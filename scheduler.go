@@ -220,7 +220,7 @@ type Scheduler struct {
 	log      *slog.Logger
 	clock    clockwork.Clock
 	fileJob  map[string]bool // the names of Config.Jobs, every shard's
-	leading  leadCount       // shards led, for scheduler_is_leader (Shards > 1)
+	leading  leadCount       // shards led (Shards > 1): Metrics().IsLeader in Go is 1 while any is
 }
 
 // Problems lists damaged store state this replica ran into (see

@@ -12,13 +12,12 @@ import (
 // replicas. A runner's firing loop is the one a single lease runs (lead,
 // loadCursors, loadControls, claim), over its view and its jobs.
 //
-// Not yet per shard (plan step 10): the metrics carry no shard label.
-// scheduler_is_leader is 1 while this replica leads any shard and
-// scheduler_leadership_changes_total counts every shard's terms; the
-// lease epoch, store clock offset, renewal latency, standby time and
-// store_damaged gauges are kept by each shard's elector unregistered, so
-// they stay at their initial values on Config.Registerer. The
-// DeadlineWatcher is refused (it reads one ledger and one elector).
+// The lease series are per shard (shard_metrics.go):
+// scheduler_is_leader{shard} and the other series each shard's elector
+// keeps, and scheduler_shards_led; scheduler_leadership_changes_total
+// counts every shard's terms. One DeadlineWatcher judges each job while
+// this replica leads the job's shard, from that shard's ledger
+// (deadlines.go, Scheduler.DeadlineWatcher).
 
 // validateShards checks Config.Shards and that the store can shard.
 func (c *Config) validateShards() error {
@@ -84,15 +83,16 @@ func (s *Scheduler) balance() error {
 	for i, r := range s.runners {
 		r.elector = b.Elector(i)
 	}
-	return nil
+	return s.metrics.shardSeries(b, len(s.runners))
 }
 
 // Balancer returns the balancer of the shards' leaders; nil unless
 // Config.Shards > 1.
 func (s *Scheduler) Balancer() *Balancer { return s.balancer }
 
-// leadCount counts the shards a replica leads, for scheduler_is_leader
-// (1 while any is led) until the metrics have a shard label.
+// leadCount counts the shards a replica leads, for Metrics.IsLeader: 1
+// while any is led (not exported with shards: scheduler_is_leader{shard}
+// is, shard_metrics.go).
 type leadCount struct {
 	mu sync.Mutex
 	n  int
@@ -112,9 +112,4 @@ func (c *leadCount) add(m *Metrics, d int) {
 	} else {
 		m.IsLeader.Set(0)
 	}
-}
-
-// errShardedDeadlines refuses a DeadlineWatcher of a sharded scheduler.
-func errShardedDeadlines(shards int) error {
-	return configErr("shards", "deadlines are not watched with %d shards yet (one ledger per shard; docs/shards.md)", shards)
 }

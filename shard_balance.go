@@ -20,9 +20,9 @@ type BalancerConfig struct {
 	// shard's view.
 	Members Members
 	// Holder, Lease, Clock and Logger are those of every shard's Elector
-	// (ElectorConfig); the membership heartbeat lives one lease TTL. The
-	// electors' metrics are their own, unregistered, until the metrics
-	// carry a shard label (docs/shards.md, plan step 10).
+	// (ElectorConfig); the membership heartbeat lives one lease TTL. Each
+	// elector keeps its own metrics; a sharded Scheduler exports them
+	// labelled by shard (shard_metrics.go).
 	Holder string
 	Lease  LeaseConfig
 	Clock  clockwork.Clock

@@ -24,6 +24,12 @@ type Status struct {
 	// Relays are the relays the jobs use, with their backlogs
 	// (relaystatus.go).
 	Relays []RelayStatus `json:"relays"`
+	// Shards and Replicas are set with more than one shard
+	// (ReadShardedStatus): each shard's lease and terms, in shard order,
+	// and who leads which shard, by holder. Leader and History, one
+	// lease's, are then empty. Absent with one shard.
+	Shards   []ShardStatus   `json:"shards,omitempty"`
+	Replicas []ReplicaShards `json:"replicas,omitempty"`
 }
 
 // LeaderView is the current lease.

@@ -41,8 +41,7 @@ type File struct {
 	// Role is what each replica does: both (default), scheduler or worker.
 	Role string `yaml:"role"`
 	// Shards is how many shards the jobs are spread over (1 to 256,
-	// default 1; docs/shards.md). Read and validated; above 1 refused by
-	// ShardsNotBuilt until the engine schedules per shard.
+	// default 1; docs/shards.md): `onetick run` gives it to the engine.
 	Shards  int     `yaml:"shards"`
 	Worker  Worker  `yaml:"worker"`
 	Metrics Metrics `yaml:"metrics"`

@@ -363,6 +363,10 @@ func (p *parser) jobs(e entry, prefix string, ttl time.Duration) {
 	for _, e := range p.f.checkJobs(bad, nil) {
 		p.errs = append(p.errs, e)
 	}
+	shards := p.f.Shards
+	if p.base != nil {
+		shards = p.base.Shards
+	}
 	for i := range p.f.Jobs {
 		j := &p.f.Jobs[i]
 		if j.Timezone == "" {
@@ -378,13 +382,13 @@ func (p *parser) jobs(e entry, prefix string, ttl time.Duration) {
 			j.MaxCatchup = DefaultMaxCatchup
 		}
 		if j.Stream == "" {
-			j.Stream = prefix + ":stream:" + j.Name
+			j.Stream = DefaultStream(prefix, j.Name, shards)
 		}
 		if j.Payload == "" {
 			j.Payload = DefaultPayload
 		}
 	}
-	p.errs = append(p.errs, p.f.checkSlots()...)
+	p.errs = append(p.errs, p.f.checkSlots(p.base)...)
 }
 
 // job reads one job's fields. Semantic checks are left to checkJobs.

@@ -17,10 +17,9 @@ const DefaultShards = 1
 // setting, not a store's, because every replica and every store must
 // agree on it: it is part of the stored layout, like the key prefix.
 //
-// Not used by the engine yet: this session only reads and validates it
-// (File.Shards); a value above 1 is accepted on the shared stores and
-// changes nothing until the engine work that follows. The file store
-// has one replica by construction, so it refuses more than one shard:
+// `onetick run` gives File.Shards to the engine (onetick.Config.Shards),
+// which runs a leader per shard; deadlines are refused with more than one
+// shard (shardedDeadlines). The file store has one replica by construction, so it refuses more than one shard:
 // here when the file names backend.file, in FileStoreShards when it is
 // the default (no store named, and none given on the command line).
 func (p *parser) shards(e, backend entry) {
@@ -75,14 +74,5 @@ func (f *File) FileStoreShards() error {
 		Msg: fileStoreShards(f.Shards, "no shared store is given (backend, --redis, ONETICK_REDIS_URL), so it is the file store")}}
 }
 
-// ShardsNotBuilt refuses more than one shard on any store until the engine
-// schedules per shard (issue 23, docs/shards.md): a setting the engine
-// would ignore must not look as if it did something. The caller checks it
-// after FileStoreShards, whose message says more on the file store.
-func (f *File) ShardsNotBuilt() error {
-	if f.Shards <= 1 {
-		return nil
-	}
-	return Errors{{File: f.Path, Line: f.line("shards", 0), Field: "shards",
-		Msg: strconv.Itoa(f.Shards) + " shards are not built yet: the engine schedules every job as one shard (issue 23, docs/shards.md); give 1, the default, or leave shards out"}}
-}
+// ShardsLine is the line of the shards key (0 when the file has none).
+func (f *File) ShardsLine() int { return f.line("shards", 0) }

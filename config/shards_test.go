@@ -2,8 +2,12 @@ package config
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/onetick/onetick"
+	otredis "github.com/onetick/onetick/redis"
 )
 
 func TestShards(t *testing.T) {
@@ -112,5 +116,97 @@ func TestShardsJobsFile(t *testing.T) {
 	_, err = parseWith("jobs.yaml", []byte("shards: 3\njobs: []\n"), noEnv, base)
 	if err == nil || !strings.Contains(err.Error(), "jobs.yaml:1: shards: unknown field") {
 		t.Fatalf("got %v, want shards refused in a jobs file", err)
+	}
+}
+
+// TestShardedStreams: with shards, a job's default stream is under its
+// shard's prefix (on a Cluster, in its shard's slot); a job's own stream
+// on a sharded Cluster must be in its shard's slot, and the error names
+// the tag to use.
+func TestShardedStreams(t *testing.T) {
+	const jobs = "jobs:\n  - name: billing\n    schedule: '@daily'\n  - name: mail\n    schedule: '@daily'\n"
+	for _, c := range []struct {
+		name, doc, prefix string
+		shards            int
+	}{
+		{"standalone", "backend:\n  redis:\n    url: redis://h:6379\n    prefix: p\nshards: 4\n" + jobs, "p", 4},
+		{"cluster", "backend:\n  redis:\n    cluster: {addrs: ['h:7000']}\nshards: 3\n" + jobs, "{onetick}", 3},
+		{"one shard", "backend:\n  redis:\n    url: redis://h:6379\n" + jobs, "onetick", 1},
+		{"memory", "backend:\n  memory: {}\nshards: 2\n" + jobs, "onetick", 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := parse("on.yaml", []byte(c.doc), noEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range f.Jobs {
+				want := c.prefix + ":stream:" + j.Name
+				if c.shards > 1 {
+					want = otredis.ShardPrefix(c.prefix, onetick.ShardOf(j.Name, c.shards), c.shards) + ":stream:" + j.Name
+					if c.name == "cluster" && otredis.Slot(j.Stream) != otredis.Slot(otredis.ShardPrefix(c.prefix, onetick.ShardOf(j.Name, c.shards), c.shards)) {
+						t.Errorf("%s: stream %s is not in its shard's slot", j.Name, j.Stream)
+					}
+				}
+				if j.Stream != want {
+					t.Errorf("%s: stream %q, want %q", j.Name, j.Stream, want)
+				}
+			}
+			// A jobs file takes its shards from the configuration.
+			jf, err := parseWith("jobs.yaml", []byte(jobs), noEnv, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, j := range jf.Jobs {
+				if j.Stream != f.Jobs[i].Stream {
+					t.Errorf("jobs file: %s: stream %q, want %q", j.Name, j.Stream, f.Jobs[i].Stream)
+				}
+			}
+		})
+	}
+	shard := onetick.ShardOf("billing", 3)
+	tag := otredis.ShardPrefix("{onetick}", shard, 3)
+	doc := "backend:\n  redis:\n    cluster: {addrs: ['h:7000']}\nshards: 3\njobs:\n  - name: billing\n    schedule: '@daily'\n    stream: '{onetick}:billing'\n"
+	_, err := parse("on.yaml", []byte(doc), noEnv)
+	want := "on.yaml:8: jobs[0] (billing).stream: \"{onetick}:billing\" lands in cluster hash slot"
+	if err == nil || !strings.Contains(err.Error(), want) ||
+		!strings.Contains(err.Error(), "job billing is in shard "+strconv.Itoa(shard)+" of 3") ||
+		!strings.Contains(err.Error(), "name it like "+tag+":billing") {
+		t.Fatalf("got %v, want %q naming the tag %s", err, want, tag)
+	}
+	// The stream the error suggests is accepted.
+	ok := strings.Replace(doc, "'{onetick}:billing'", "'"+tag+":billing'", 1)
+	if _, err := parse("on.yaml", []byte(ok), noEnv); err != nil {
+		t.Fatalf("the suggested stream: %v", err)
+	}
+	// A jobs file applied to a sharded Cluster is checked the same way.
+	base, err := parse("on.yaml", []byte("backend:\n  redis:\n    cluster: {addrs: ['h:7000']}\nshards: 3\n"), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = parseWith("jobs.yaml", []byte("jobs:\n  - name: billing\n    schedule: '@daily'\n    stream: '{onetick}:billing'\n"), noEnv, base)
+	if err == nil || !strings.Contains(err.Error(), "name it like "+tag+":billing") {
+		t.Fatalf("jobs file: got %v", err)
+	}
+}
+
+// TestShardedDeadlines: deadlines (the section, a job's, a job applied at
+// run time) go with shards: one watcher judges each job from its shard's
+// ledger while its replica leads the shard (deadlines.go).
+func TestShardedDeadlines(t *testing.T) {
+	const redis = "backend:\n  redis:\n    url: redis://127.0.0.1:6379/0\n"
+	for _, doc := range []string{
+		redis + "shards: 4\ndeadlines:\n  check_every: 5s\njobs: []\n",
+		redis + "shards: 2\njobs:\n  - name: a\n    schedule: '@daily'\n    deadline: {start: 1m}\n",
+	} {
+		if _, err := parse("on.yaml", []byte(doc), noEnv); err != nil {
+			t.Errorf("%q: %v, want accepted", doc, err)
+		}
+	}
+	base, err := parse("on.yaml", []byte("backend:\n  memory: {}\nshards: 4\n"), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseWith("jobs.yaml", []byte("jobs:\n  - name: a\n    schedule: '@daily'\n    deadline: {start: 1m}\n"), noEnv, base); err != nil {
+		t.Errorf("a jobs file with a deadline on 4 shards: %v, want accepted", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/internal/redact"
 	otredis "github.com/onetick/onetick/redis"
 )
@@ -105,23 +106,58 @@ func (p *parser) addrs(e entry, line int, path string) []string {
 	return list
 }
 
+// DefaultStream is the stream of a job that names none: prefix:stream:job
+// with one shard; with more, under the prefix of the job's shard
+// (redis.ShardPrefix of onetick.ShardOf), so that on a Redis Cluster it
+// shares the slot of the shard's keys (docs/shards.md, decision 3).
+func DefaultStream(prefix, job string, shards int) string {
+	if shards > 1 {
+		prefix = otredis.ShardPrefix(prefix, onetick.ShardOf(job, shards), shards)
+	}
+	return prefix + ":stream:" + job
+}
+
 // checkSlots refuses job streams that a Redis Cluster would put in another
-// hash slot than the prefix's keys: one claim touches both atomically.
-func (f *File) checkSlots() Errors {
-	r := f.Backend.Redis
+// hash slot than the keys of the job's shard (the prefix's, with one
+// shard): one claim touches both atomically. A jobs file (base not nil)
+// is checked against base's store and shards.
+func (f *File) checkSlots(base *File) Errors {
+	cfg := f
+	if base != nil {
+		cfg = base
+	}
+	r := cfg.Backend.Redis
 	if r == nil || r.Cluster == nil {
 		return nil
 	}
-	want := otredis.Slot(r.Prefix)
+	shards := max(cfg.Shards, 1)
 	var errs Errors
 	for i, j := range f.Jobs {
+		prefix := r.Prefix
+		if shards > 1 {
+			prefix = otredis.ShardPrefix(r.Prefix, onetick.ShardOf(j.Name, shards), shards)
+		}
+		want := otredis.Slot(prefix)
 		if j.Stream == "" || otredis.Slot(j.Stream) == want {
 			continue
 		}
-		errs = append(errs, &Error{File: f.Path, Line: f.jobLine(i, "stream"),
-			Field: label(i, j.Name) + ".stream",
-			Msg: fmt.Sprintf("%q lands in cluster hash slot %d, the prefix %q in %d: in a Redis Cluster every key of onetick must share the prefix's hash tag; name it like %s:%s, or leave stream out",
-				j.Stream, otredis.Slot(j.Stream), r.Prefix, want, r.Prefix, strings.Trim(j.Stream, "{}"))})
+		msg := fmt.Sprintf("%q lands in cluster hash slot %d, the prefix %q in %d: in a Redis Cluster every key of onetick must share the prefix's hash tag; name it like %s:%s, or leave stream out",
+			j.Stream, otredis.Slot(j.Stream), r.Prefix, want, r.Prefix, strings.Trim(j.Stream, "{}"))
+		if shards > 1 {
+			msg = fmt.Sprintf("%q lands in cluster hash slot %d, and job %s is in shard %d of %d, whose keys are in slot %d: on a sharded Redis Cluster a job's stream must share its shard's hash tag; name it like %s:%s, or leave stream out",
+				j.Stream, otredis.Slot(j.Stream), j.Name, onetick.ShardOf(j.Name, shards), shards, want, prefix, strings.Trim(stripTag(j.Stream), ":"))
+		}
+		errs = append(errs, &Error{File: f.Path, Line: f.jobLine(i, "stream"), Field: label(i, j.Name) + ".stream", Msg: msg})
 	}
 	return errs
+}
+
+// stripTag removes a key's hash tag ({...}), keeping the rest.
+func stripTag(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j >= 0 {
+			return key[:i] + key[i+2+j:]
+		}
+	}
+	return key
 }

@@ -53,12 +53,17 @@ import (
 // GET /jobs/{job} is the page of a job (package web), whose actions call
 // the changes above with the token the operator types into it.
 type api struct {
-	ops   *onetick.Ops
-	http  config.HTTP
-	log   *slog.Logger
-	sched *onetick.Scheduler
-	file  *config.File   // the configuration: the base of job sets, the worker status
-	store *stores.Handle // the store: its worker store (nil: no worker status)
+	// ops are the actions over the store itself: the jobs, the jobs
+	// defined at run time (the fleet's), and with one shard everything.
+	ops *onetick.Ops
+	// shards, when set, are the actions on a job over its shard's view,
+	// and the reads that merge the views (shards.go); nil: ops.
+	shards *fleetOps
+	http   config.HTTP
+	log    *slog.Logger
+	sched  *onetick.Scheduler
+	file   *config.File   // the configuration: the base of job sets, the worker status
+	store  *stores.Handle // the store: its worker store (nil: no worker status)
 	// deadline is a job's deadline, for the job page (nil: none).
 	deadline func(onetick.Job) onetick.Deadline
 }
@@ -176,11 +181,13 @@ func (a *api) change(h http.HandlerFunc) http.HandlerFunc {
 
 func (a *api) register(mux *http.ServeMux) {
 	if a.sched != nil {
-		page := web.Handler(&web.Store{Backend: a.ops.Backend, AllJobs: a.ops.AllJobs, Annotate: a.annotate,
+		var views []onetick.Backend
+		if a.store != nil && a.store.Shards() > 1 {
+			views, _ = shardViews(a.store) // views of a store that shards: no error
+		}
+		page := web.Handler(&web.Store{Backend: a.ops.Backend, Views: views, AllJobs: a.ops.AllJobs, Annotate: a.annotate,
 			Workers: a.file != nil && len(runJobs(a.file)) > 0,
-			Replica: func() web.Replica {
-				return web.Replica{Name: a.sched.Elector().Holder(), IsLeader: a.sched.Elector().IsLeader(), Problems: a.sched.Problems()}
-			}}, web.Options{Logger: a.log})
+			Replica: a.replica}, web.Options{Logger: a.log})
 		mux.Handle("/", a.read(page.ServeHTTP))
 	}
 	mux.Handle("/jobs/{job}", a.read(a.jobPage().ServeHTTP))
@@ -323,9 +330,10 @@ func (a *api) pauseOrResume(w http.ResponseWriter, r *http.Request, pause bool) 
 	ctx, cancel := a.ctx(r)
 	defer cancel()
 	act := a.actor(r, b)
-	op := a.ops.Resume
+	ops := a.jobOps(r.PathValue("job"))
+	op := ops.Resume
 	if pause {
-		op = a.ops.Pause
+		op = ops.Pause
 	}
 	c, err := op(ctx, r.PathValue("job"), act)
 	if err != nil {
@@ -364,7 +372,7 @@ func (a *api) trigger(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := a.ctx(r)
 	defer cancel()
 	act := a.actor(r, b.actorBody)
-	res, err := a.ops.Trigger(ctx, r.PathValue("job"), key, string(b.Payload), act)
+	res, err := a.jobOps(r.PathValue("job")).Trigger(ctx, r.PathValue("job"), key, string(b.Payload), act)
 	if err != nil {
 		fail(w, err)
 		return
@@ -399,7 +407,7 @@ func (a *api) backfill(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := a.ctx(r)
 	defer cancel()
 	act := a.actor(r, b.actorBody)
-	res, err := a.ops.Backfill(ctx, r.PathValue("job"), onetick.BackfillRequest{From: from, To: to, Max: b.Max, DryRun: b.DryRun, Again: b.Again}, act)
+	res, err := a.jobOps(r.PathValue("job")).Backfill(ctx, r.PathValue("job"), onetick.BackfillRequest{From: from, To: to, Max: b.Max, DryRun: b.DryRun, Again: b.Again}, act)
 	if err != nil {
 		fail(w, err)
 		return
@@ -430,18 +438,18 @@ func (a *api) jobs(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	st, err := onetick.ReadStatus(ctx, a.ops.Backend, jobs, 0)
+	states, err := a.fleet().JobStates(ctx, jobs)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, st.Jobs)
+	writeJSON(w, http.StatusOK, states)
 }
 
 func (a *api) controls(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := a.ctx(r)
 	defer cancel()
-	recs, err := a.ops.Backend.ControlLog(ctx, 100)
+	recs, err := a.fleet().ControlLog(ctx, 100)
 	if err != nil && !errors.Is(err, onetick.ErrDamaged) {
 		fail(w, err)
 		return
@@ -462,7 +470,12 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "status: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	st, err := onetick.ReadStatus(ctx, a.ops.Backend, jobs, 20)
+	var st *onetick.Status
+	if a.store != nil {
+		st, err = readStatus(ctx, a.store, jobs, 20)
+	} else {
+		st, err = onetick.ReadStatus(ctx, a.ops.Backend, jobs, 20)
+	}
 	if err != nil {
 		http.Error(w, "status: "+err.Error(), http.StatusServiceUnavailable)
 		return
@@ -471,8 +484,8 @@ func (a *api) status(w http.ResponseWriter, r *http.Request) {
 	if a.file != nil && a.store != nil {
 		runs = readRuns(ctx, a.file, a.store)
 	}
-	writeJSON(w, http.StatusOK, replicaStatus{Status: st, Runs: runs, Replica: a.sched.Elector().Holder(),
-		IsLeader: a.sched.Elector().IsLeader(), Problems: a.sched.Problems()})
+	name, leading := replicaOf(a.sched)
+	writeJSON(w, http.StatusOK, replicaStatus{Status: st, Runs: runs, Replica: name, IsLeader: leading, Problems: a.sched.Problems()})
 }
 
 // annotate fills the status page's rows with what the controls and the
@@ -488,7 +501,7 @@ func (a *api) annotate(ctx context.Context, rows []web.Job) error {
 	if a.file == nil || a.store == nil || len(runJobs(a.file)) == 0 {
 		return nil
 	}
-	store, err := a.store.WorkStore(a.file.Worker.Group)
+	store, err := workInspector(a.store, a.file.Worker.Group)
 	if err != nil {
 		return nil
 	}

@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/onetick/onetick"
-	"github.com/onetick/onetick/internal/stores"
 	"github.com/onetick/onetick/worker"
 )
 
@@ -24,12 +23,13 @@ const (
 	maxDeadLimit     = 1000
 )
 
-// workStore is the store's worker store, or a 501.
-func (a *api) workStore() (stores.WorkStore, error) {
+// workStore is what the API reads of the workers (every shard's, merged:
+// workInspector), or a 501.
+func (a *api) workStore() (worker.Inspector, error) {
 	if a.store == nil || a.file == nil {
 		return nil, &statusError{http.StatusNotImplemented, "this replica has no worker store"}
 	}
-	ws, err := a.store.WorkStore(a.file.Worker.Group)
+	ws, err := workInspector(a.store, a.file.Worker.Group)
 	if err != nil {
 		return nil, &statusError{http.StatusNotImplemented, err.Error()}
 	}

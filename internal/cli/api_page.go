@@ -14,12 +14,13 @@ import (
 func (a *api) jobPage() http.Handler {
 	src := &web.JobStore{Backend: a.ops.Backend, AllJobs: a.ops.AllJobs, Deadline: a.deadline, Changes: a.http.Token != ""}
 	if a.sched != nil {
-		src.Replica = func() web.Replica {
-			return web.Replica{Name: a.sched.Elector().Holder(), IsLeader: a.sched.Elector().IsLeader(), Problems: a.sched.Problems()}
-		}
+		src.Replica = a.replica
 	}
 	if a.store != nil {
-		src.Ledger = a.store.Ledger
+		src.Ledger = a.store.JobLedger
+		if a.store.Shards() > 1 {
+			src.For = a.store.ForJob
+		}
 		if _, err := a.workStore(); err == nil {
 			src.Dead = a.pageDeadLetters
 		}

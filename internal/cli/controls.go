@@ -51,7 +51,7 @@ func newControlCmd(name string, env Env) *controlCmd {
 		asJSON: fs.Bool("json", false, "print JSON")}
 }
 
-func (c *controlCmd) open(ctx context.Context, args []string, env Env, wantJob bool) (*onetick.Ops, string, func(), error) {
+func (c *controlCmd) open(ctx context.Context, args []string, env Env, wantJob bool) (*fleetOps, string, func(), error) {
 	pos, err := parseFlags(c.fs, args)
 	if err != nil {
 		return nil, "", nil, err
@@ -78,8 +78,18 @@ func (c *controlCmd) open(ctx context.Context, args []string, env Env, wantJob b
 		_ = h.Close()
 		return nil, "", nil, err
 	}
+	// The jobs defined at run time are the fleet's: read through the
+	// store itself; a job's actions go to its shard's view (shards.go).
 	b := h.Backend()
-	ops := &onetick.Ops{Backend: b, Jobs: jobs, Source: newStoreSource(b, jobs, env.logger()), Sink: tr.opsSink()}
+	source := newStoreSource(b, jobs, env.logger())
+	ops, err := newFleetOps(h, func(v onetick.Backend) *onetick.Ops {
+		return &onetick.Ops{Backend: v, Jobs: jobs, Source: source, Sink: tr.opsSink()}
+	})
+	if err != nil {
+		tr.stop()
+		_ = h.Close()
+		return nil, "", nil, err
+	}
 	return ops, job, func() { tr.stop(); _ = h.Close() }, nil
 }
 
@@ -111,7 +121,7 @@ func cmdPause(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	defer closeFn()
-	ctl, err := ops.Pause(ctx, job, onetick.Actor{Who: *c.who, Reason: *reason})
+	ctl, err := ops.For(job).Pause(ctx, job, onetick.Actor{Who: *c.who, Reason: *reason})
 	if err != nil {
 		return opErr(err)
 	}
@@ -134,7 +144,7 @@ func cmdResume(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	defer closeFn()
-	ctl, err := ops.Resume(ctx, job, onetick.Actor{Who: *c.who, Reason: *reason})
+	ctl, err := ops.For(job).Resume(ctx, job, onetick.Actor{Who: *c.who, Reason: *reason})
 	if err != nil {
 		return opErr(err)
 	}
@@ -159,7 +169,7 @@ func cmdTrigger(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	defer closeFn()
-	res, err := ops.Trigger(ctx, job, *key, *payload, onetick.Actor{Who: *c.who, Reason: *reason})
+	res, err := ops.For(job).Trigger(ctx, job, *key, *payload, onetick.Actor{Who: *c.who, Reason: *reason})
 	if err != nil {
 		return opErr(err)
 	}
@@ -200,7 +210,7 @@ func cmdBackfill(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return opErr(err)
 	}
-	res, err := ops.Backfill(ctx, job, onetick.BackfillRequest{From: from, To: to, Max: *maxN, DryRun: *dry, Again: *again},
+	res, err := ops.For(job).Backfill(ctx, job, onetick.BackfillRequest{From: from, To: to, Max: *maxN, DryRun: *dry, Again: *again},
 		onetick.Actor{Who: *c.who, Reason: *reason})
 	if err != nil {
 		return opErr(err)
@@ -235,18 +245,18 @@ func cmdJobs(ctx context.Context, args []string, env Env) error {
 	defer closeFn()
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	jobs, err := ops.AllJobs(sctx)
+	jobs, err := ops.Fleet().AllJobs(sctx)
 	if err != nil {
 		return err
 	}
-	st, err := onetick.ReadStatus(sctx, ops.Backend, jobs, 0)
+	states, err := ops.JobStates(sctx, jobs)
 	if err != nil {
 		return err
 	}
-	return c.print(env.Stdout, st.Jobs, func() {
+	return c.print(env.Stdout, states, func() {
 		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tSTATE\tSCHEDULE\tZONE\tLAST FIRED\tNEXT")
-		for _, j := range st.Jobs {
+		for _, j := range states {
 			loc, err := time.LoadLocation(j.Zone)
 			if err != nil {
 				loc = time.UTC

@@ -38,7 +38,7 @@ func cmdDead(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	defer h.Close()
-	store, err := h.WorkStore(f.Worker.Group)
+	store, err := workInspector(h, f.Worker.Group)
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func cmdDead(ctx context.Context, args []string, env Env) error {
 	}
 	dls, err := store.DeadLetters(sctx, *after, *n)
 	if err != nil {
-		return err
+		return opErr(err)
 	}
 	if dls == nil {
 		dls = []worker.DeadLetter{}

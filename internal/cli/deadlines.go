@@ -11,7 +11,8 @@ import (
 // deadlineWatcher builds the watcher of the jobs' deadlines, which checks
 // while sched leads; nil on a replica that only works. A store without a
 // ledger gets a watcher all the same: it says once, in the log, that
-// deadlines need one.
+// deadlines need one. With shards, the one watcher judges each job from
+// its shard's ledger while this replica leads the shard.
 func deadlineWatcher(f *config.File, sched *onetick.Scheduler, h *stores.Handle) (*onetick.DeadlineWatcher, error) {
 	if f.Role == config.RoleWorker {
 		return nil, nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/stores"
 )
 
 // cmdRepair lists damaged store state and, with --apply, moves what
@@ -33,15 +34,7 @@ func cmdRepair(ctx context.Context, args []string, env Env) error {
 		*wait = f.Lease.TTL.D()
 	}
 	defer h.Close()
-	b := h.Backend()
-	streams := make(map[string]string, len(jobs))
-	for _, j := range jobs {
-		streams[j.Name] = j.Stream
-		if j.Stream == "" {
-			streams[j.Name] = onetick.DefaultStream(j.Name)
-		}
-	}
-	found, err := b.Inspect(ctx, streams)
+	found, owner, err := inspectShards(ctx, h, jobs)
 	if err != nil {
 		return fmt.Errorf("inspecting %s: %v", f.MaskedStore(), err)
 	}
@@ -69,6 +62,7 @@ func cmdRepair(ctx context.Context, args []string, env Env) error {
 	fmt.Fprintln(out)
 	left := 0
 	for _, d := range found {
+		b := owner[d]
 		if !d.Repairable {
 			fprintf(out, "left alone: %s (%s): not one of onetick's keys; delete or rename it, or give the job another stream\n", d.Key, d.Reason)
 			left++
@@ -123,4 +117,56 @@ func stillThere(ds []*onetick.DamageError, d *onetick.DamageError) bool {
 		}
 	}
 	return false
+}
+
+// inspectShards inspects the store with the streams of jobs and says
+// which backend found each damage (the one to repair it through): with
+// one shard the store; with more the store itself (the fleet's keys) and
+// each shard's view with the streams of its jobs.
+func inspectShards(ctx context.Context, h *stores.Handle, jobs []onetick.Job) ([]*onetick.DamageError, map[*onetick.DamageError]onetick.Backend, error) {
+	n := h.Shards()
+	streams := make([]map[string]string, n)
+	for _, j := range jobs {
+		sh := onetick.ShardOf(j.Name, n)
+		if streams[sh] == nil {
+			streams[sh] = map[string]string{}
+		}
+		streams[sh][j.Name] = j.Stream
+		if j.Stream == "" {
+			streams[sh][j.Name] = onetick.DefaultStream(j.Name)
+		}
+	}
+	type source struct {
+		b       onetick.Backend
+		streams map[string]string
+	}
+	var srcs []source
+	if n == 1 {
+		srcs = []source{{h.Backend(), streams[0]}}
+	} else {
+		srcs = []source{{h.Backend(), nil}}
+		for i := range n {
+			v, err := h.View(i)
+			if err != nil {
+				return nil, nil, err
+			}
+			srcs = append(srcs, source{v, streams[i]})
+		}
+	}
+	var found []*onetick.DamageError
+	owner := map[*onetick.DamageError]onetick.Backend{}
+	for i, s := range srcs {
+		ds, err := s.b.Inspect(ctx, s.streams)
+		if err != nil {
+			if n > 1 && i > 0 {
+				return nil, nil, fmt.Errorf("shard %d: %w", i-1, err)
+			}
+			return nil, nil, err
+		}
+		for _, d := range ds {
+			owner[d] = s.b
+		}
+		found = append(found, ds...)
+	}
+	return found, owner, nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -147,7 +148,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	defer tr.stop()
 	source := newStoreSource(b, jobs, log)
 	sched, err := onetick.New(onetick.Config{Source: source,
-		Backend: b, Replica: *replica, Jobs: jobs, Lease: f.LeaseConfig(), JobMetrics: f.JobMetrics(), Sink: tr.sink(h.Sink()),
+		Backend: b, Shards: h.Shards(), Replica: *replica, Jobs: jobs, Lease: f.LeaseConfig(), JobMetrics: f.JobMetrics(), Sink: tr.sink(h.Sink()),
 		Logger: base, Registerer: reg, Clock: clock,
 		OnNewLeader: func(l onetick.Lease) {
 			log.Info("leader observed", "leader", l.Holder, "leader_epoch", int64(l.Epoch))
@@ -156,16 +157,28 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return usageError{err}
 	}
+	// The store's shard layout before anything runs: a replica whose
+	// shards differ from the store's exits 2 (a store that does not answer
+	// yet is checked again when the scheduler starts).
+	lctx, lcancel := context.WithTimeout(ctx, 15*time.Second)
+	err = sched.CheckLayout(lctx)
+	lcancel()
+	if errors.Is(err, onetick.ErrLayout) {
+		if l := f.ShardsLine(); l > 0 {
+			return usageError{fmt.Errorf("%s:%d: %v", f.Path, l, err)}
+		}
+		return usageError{fmt.Errorf("%s: %v", f.Path, err)}
+	}
 	dw, err := deadlineWatcher(f, sched, h)
 	if err != nil {
 		return err
 	}
 
-	var w *worker.Worker
+	var ws []*worker.Worker
 	var rt *runtimeRuns
 	closeRelays := func() {}
 	if f.Role != config.RoleScheduler {
-		if w, rt, closeRelays, err = buildWorker(f, h, *replica, base.With("replica", *replica), reg, tr.onAttempt()); err != nil {
+		if ws, rt, closeRelays, err = buildWorker(f, h, *replica, base.With("replica", *replica), reg, tr.onAttempt()); err != nil {
 			return err
 		}
 	}
@@ -174,7 +187,16 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 	done := make(chan struct{})
 	if hl != nil {
 		mux := handler(reg, sched, b, h.Describe, done)
-		(&api{ops: &onetick.Ops{Backend: b, Jobs: jobs, Source: source, Sink: tr.opsSink(), Metrics: sched.Metrics()}, http: f.HTTP, log: log, sched: sched, file: f, store: h}).register(mux)
+		var shards *fleetOps // nil with one shard: the API's ops act on the store
+		if h.Shards() > 1 {
+			if shards, err = newFleetOps(h, func(v onetick.Backend) *onetick.Ops {
+				return &onetick.Ops{Backend: v, Jobs: jobs, Source: source, Sink: tr.opsSink(), Metrics: sched.Metrics()}
+			}); err != nil {
+				return err
+			}
+		}
+		(&api{ops: &onetick.Ops{Backend: b, Jobs: jobs, Source: source, Sink: tr.opsSink(), Metrics: sched.Metrics()}, shards: shards,
+			http: f.HTTP, log: log, sched: sched, file: f, store: h}).register(mux)
 		hl.serve(mux)
 		switch {
 		case f.HTTP.Token == "":
@@ -187,7 +209,7 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 			"idle_timeout", f.HTTP.IdleTimeout.String(), "max_connections", f.HTTP.MaxConnections)
 	}
 	log.Info("onetick started", "version", version(), "jobs", len(jobs), "role", f.Role,
-		"working", len(runJobs(f)), "lease_ttl", f.Lease.TTL.D().String())
+		"working", len(runJobs(f)), "lease_ttl", f.Lease.TTL.D().String(), "shards", h.Shards())
 
 	go func() {
 		defer close(done)
@@ -196,7 +218,9 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_ = sched.Run(runCtx)
+				if err := sched.Run(runCtx); err != nil {
+					log.Error("the scheduler stopped: this replica no longer fires", "err", err)
+				}
 			}()
 		}
 		wg.Add(1)
@@ -215,16 +239,22 @@ func cmdRun(ctx context.Context, args []string, env Env) error {
 				rt.run(runCtx)
 			}()
 		}
-		if w != nil {
-			wg.Add(1)
+		var workers sync.WaitGroup
+		for _, w := range ws {
+			workers.Add(1)
 			go func() {
-				defer wg.Done()
-				defer closeRelays()
+				defer workers.Done()
 				if err := w.Run(runCtx); err != nil {
 					log.Error("worker stopped", "err", err)
 				}
 			}()
 		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			workers.Wait()
+			closeRelays()
+		}()
 		wg.Wait()
 	}()
 	sigs, stop := signals(env)

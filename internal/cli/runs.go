@@ -19,14 +19,15 @@ import (
 // The run ledger's commands: `runs` lists what became of a job's slots,
 // `why` tells one slot's whole story (docs/ledger.md).
 
-// ledgerCmd opens the store's ledger for a command about one job, and
-// the context its reads take (30 s at most); done closes both.
-func ledgerCmd(ctx context.Context, c *controlCmd, env Env) (onetick.Ledger, context.Context, func(), error) {
+// ledgerCmd opens the ledger of job (its shard's, with shards) for a
+// command about it, and the context its reads take (30 s at most); done
+// closes both.
+func ledgerCmd(ctx context.Context, c *controlCmd, env Env, job string) (onetick.Ledger, context.Context, func(), error) {
 	_, _, h, err := c.sf.open(ctx, c.name, nil, env)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	lg, err := h.Ledger()
+	lg, err := h.JobLedger(job)
 	if err != nil {
 		_ = h.Close()
 		return nil, nil, nil, err
@@ -78,7 +79,7 @@ func cmdRuns(ctx context.Context, args []string, env Env) error {
 	if *limit < 1 || *limit > onetick.MaxRunLimit {
 		return badInput("--limit: must be between 1 and %d, got %d", onetick.MaxRunLimit, *limit)
 	}
-	lg, sctx, done, err := ledgerCmd(ctx, c, env)
+	lg, sctx, done, err := ledgerCmd(ctx, c, env, q.Job)
 	if err != nil {
 		return err
 	}
@@ -121,7 +122,7 @@ func cmdWhy(ctx context.Context, args []string, env Env) error {
 		return badInput("why: want JOB and SLOT (RFC 3339 or Unix ms) or a trigger's KEY, got %d arguments", len(pos))
 	}
 	job, arg := pos[0], pos[1]
-	lg, sctx, done, err := ledgerCmd(ctx, c, env)
+	lg, sctx, done, err := ledgerCmd(ctx, c, env, job)
 	if err != nil {
 		return err
 	}
@@ -271,7 +272,7 @@ func (a *api) runs(w http.ResponseWriter, r *http.Request) {
 		fail(w, &statusError{code: http.StatusNotImplemented, msg: "this replica has no store handle"})
 		return
 	}
-	lg, err := a.store.Ledger()
+	lg, err := a.store.JobLedger(r.PathValue("job"))
 	if err != nil {
 		fail(w, &statusError{code: http.StatusNotImplemented, msg: err.Error()})
 		return

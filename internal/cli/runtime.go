@@ -40,8 +40,10 @@ const keptVersions = 8
 
 // runtimeRuns keeps the handlers of the run-time jobs of one worker.
 type runtimeRuns struct {
-	js    onetick.JobStore
-	w     *worker.Worker
+	js onetick.JobStore
+	// ws are the workers, one per shard (a job is registered with its
+	// shard's, onetick.ShardOf); one without shards.
+	ws    []*worker.Worker
 	allow config.Allow
 	file  *config.File // the allow-list's and the connections' file
 	nats  *natsRelays
@@ -64,9 +66,15 @@ type runtimeJob struct {
 }
 
 func newRuntimeRuns(f *config.File, js onetick.JobStore, w *worker.Worker, relays *natsRelays, log *slog.Logger) *runtimeRuns {
+	return newShardRuntimeRuns(f, js, []*worker.Worker{w}, relays, log)
+}
+
+// newShardRuntimeRuns is newRuntimeRuns with a worker per shard (ws[n]
+// works shard n's jobs).
+func newShardRuntimeRuns(f *config.File, js onetick.JobStore, ws []*worker.Worker, relays *natsRelays, log *slog.Logger) *runtimeRuns {
 	a := f.Worker.Allow
 	a.Path = f.Path
-	return &runtimeRuns{js: js, w: w, allow: a, file: f, nats: relays, log: log, build: executorOf,
+	return &runtimeRuns{js: js, ws: ws, allow: a, file: f, nats: relays, log: log, build: executorOf,
 		jobs: map[string]*runtimeJob{}, refused: map[string]string{}}
 }
 
@@ -212,7 +220,7 @@ func (r *runtimeRuns) registerLocked(j config.Job, rj *runtimeJob) error {
 		return nil
 	}
 	name := j.Name
-	err := r.w.Set(name, worker.HandlerFunc(func(ctx context.Context, t *worker.Task) error {
+	err := r.worker(name).Set(name, worker.HandlerFunc(func(ctx context.Context, t *worker.Task) error {
 		h, err := r.versionHandler(ctx, name, t.Version)
 		if err != nil {
 			return fmt.Errorf("%w (%w)", err, worker.ErrSkipRetry)
@@ -301,4 +309,9 @@ func (r *runtimeRuns) versions() map[string][]string {
 		out[n] = append([]string(nil), rj.versions...)
 	}
 	return out
+}
+
+// worker is the worker of job's shard.
+func (r *runtimeRuns) worker(job string) *worker.Worker {
+	return r.ws[onetick.ShardOf(job, len(r.ws))]
 }

@@ -38,7 +38,7 @@ func cmdStatus(ctx context.Context, args []string, env Env) error {
 	if jobs, err = ops.AllJobs(sctx); err != nil {
 		return fmt.Errorf("reading status from %s: %v", f.MaskedStore(), err)
 	}
-	st, err := onetick.ReadStatus(sctx, b, jobs, *history)
+	st, err := readStatus(sctx, h, jobs, *history)
 	if err != nil {
 		return fmt.Errorf("reading status from %s: %v", f.MaskedStore(), err)
 	}
@@ -62,6 +62,30 @@ func cmdStatus(ctx context.Context, args []string, env Env) error {
 	return nil
 }
 
+// readStatus reads the status over each shard's view of the store (the
+// store itself with one shard): with shards, each shard's lease and who
+// leads which, and each job read from its shard's view.
+func readStatus(ctx context.Context, h *stores.Handle, jobs []onetick.Job, history int) (*onetick.Status, error) {
+	views, err := shardViews(h)
+	if err != nil {
+		return nil, err
+	}
+	return onetick.ReadShardedStatus(ctx, views, jobs, history)
+}
+
+// shardViews returns each shard's view of the store, in shard order.
+func shardViews(h *stores.Handle) ([]onetick.Backend, error) {
+	views := make([]onetick.Backend, h.Shards())
+	for n := range views {
+		v, err := h.View(n)
+		if err != nil {
+			return nil, err
+		}
+		views[n] = v
+	}
+	return views, nil
+}
+
 func fmtSlot(s *onetick.Slot, loc *time.Location) string {
 	if s == nil {
 		return "-"
@@ -70,26 +94,13 @@ func fmtSlot(s *onetick.Slot, loc *time.Location) string {
 }
 
 func printStatus(w io.Writer, st *onetick.Status) {
-	if st.Leader != nil {
-		fprintf(w, "leader: %s (epoch %d), lease %.1fs left\n", st.Leader.Holder, st.Leader.Epoch, st.Leader.TTLLeft)
+	if len(st.Shards) > 0 {
+		printShards(w, st)
 	} else {
-		fmt.Fprintln(w, "leader: none")
+		printLeader(w, st)
 	}
-	fprintf(w, "store time: %s\n\nleadership history (newest first):\n", st.StoreTime.Format(time.RFC3339))
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  EPOCH\tHOLDER\tSTART\tEND\tENDED BY")
-	for _, t := range st.History {
-		end, reason := "-", "(current)"
-		if !t.End.IsZero() {
-			end, reason = t.End.Format(time.RFC3339), string(t.Reason)
-		} else if t.Reason != "" {
-			reason = string(t.Reason)
-		}
-		fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", t.Epoch, t.Holder, t.Start.Format(time.RFC3339), end, reason)
-	}
-	_ = tw.Flush()
 	fmt.Fprintln(w, "\njobs:")
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  NAME\tSCHEDULE\tZONE\tPREFER\tLAST FIRED\tNEXT\tSTATE")
 	for _, j := range st.Jobs {
 		loc, err := time.LoadLocation(j.Zone)
@@ -187,7 +198,7 @@ func readRuns(ctx context.Context, f *config.File, h *stores.Handle) *worker.Sta
 	if len(jobs) == 0 {
 		return nil
 	}
-	store, err := h.WorkStore(f.Worker.Group)
+	store, err := workInspector(h, f.Worker.Group)
 	if err != nil {
 		return nil
 	}

@@ -86,9 +86,6 @@ func check(path string, o overrides, env Env) (*checked, error) {
 			return nil, badInput("--role %s: the in-process store lives inside its one replica, which must both schedule and work", f.Role)
 		}
 	}
-	if err := f.ShardsNotBuilt(); err != nil {
-		return nil, usageError{err}
-	}
 	if c.jobs, err = f.OneTickJobs(); err != nil {
 		return nil, usageError{err}
 	}

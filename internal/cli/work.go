@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -144,15 +145,22 @@ func handlerOf(x executor.Executor) worker.Handler {
 	})
 }
 
-// buildWorker returns the replica's worker for the jobs that have a run
+// buildWorker returns the replica's workers for the jobs that have a run
 // block or a NATS relay, and, when the store keeps jobs defined at run
 // time and the file allows them work here (run blocks: worker.allow_commands,
 // worker.allow_http_hosts; NATS relays: a connection of relays.nats), what
-// keeps the worker's registrations in line with them; nil when there is
+// keeps the workers' registrations in line with them; none when there is
 // nothing to run. closeRelays closes the relay consumers' connections:
-// call it once the worker stopped.
+// call it once the workers stopped.
+//
+// One worker with one shard. With `shards:` above 1 a job's ticks are in
+// its shard's view of the store, so there is a worker per shard that has
+// jobs here (every shard when jobs may come at run time), over the
+// shard's worker store (stores.Handle.ShardWorkStore), handling the jobs
+// onetick.ShardOf puts there; each has worker.concurrency slots, and its
+// metrics carry a shard label.
 func buildWorker(f *config.File, h *stores.Handle, replica string, log *slog.Logger, reg prometheus.Registerer,
-	onAttempt func(context.Context, *worker.Task) (context.Context, func(worker.AttemptEnd))) (*worker.Worker, *runtimeRuns, func(), error) {
+	onAttempt func(context.Context, *worker.Task) (context.Context, func(worker.AttemptEnd))) ([]*worker.Worker, *runtimeRuns, func(), error) {
 	none := func() {}
 	jobs, relayed := runJobs(f), natsJobs(f)
 	js, keeps := h.Backend().(onetick.JobStore)
@@ -160,34 +168,71 @@ func buildWorker(f *config.File, h *stores.Handle, replica string, log *slog.Log
 	if len(jobs) == 0 && len(relayed) == 0 && !dynamic {
 		return nil, nil, none, nil
 	}
-	store, err := h.WorkStore(f.Worker.Group)
-	if err != nil {
-		return nil, nil, none, err
-	}
-	w, err := worker.New(worker.Config{Store: store, Consumer: replica, Logger: log, Registerer: reg,
-		Concurrency: f.Worker.Concurrency, ShutdownTimeout: f.Worker.ShutdownTimeout.D(), TakeoverIdle: f.Worker.TakeoverIdle.D(),
-		HeartbeatInterval: f.Worker.Heartbeat.D(), DoneRetention: f.Worker.DoneRetention.D(), MaxDeliveries: f.Worker.MaxDeliveries,
-		Dynamic: dynamic, OnAttempt: onAttempt})
-	if err != nil {
-		return nil, nil, none, usageError{err}
-	}
-	for _, j := range jobs {
-		x, err := executorOf(j, log)
-		if err == nil {
-			err = w.Handle(j.Name, handlerOf(x), runOptions(j)...)
-		}
-		if err != nil {
-			return nil, nil, none, usageError{fmt.Errorf("%s:%d: jobs (%s).run: %v", f.Path, j.Run.Line, j.Name, err)}
-		}
-	}
+	shards := h.Shards()
+	ws := make([]*worker.Worker, shards)
 	relays := newNATSRelays(f, reg)
-	if err := handleNATS(f, w, relayed, relays); err != nil {
+	fail := func(err error) ([]*worker.Worker, *runtimeRuns, func(), error) {
 		relays.close()
 		return nil, nil, none, err
 	}
+	for n := range shards {
+		mine := func(js []config.Job) []config.Job {
+			if shards == 1 {
+				return js
+			}
+			var out []config.Job
+			for _, j := range js {
+				if onetick.ShardOf(j.Name, shards) == n {
+					out = append(out, j)
+				}
+			}
+			return out
+		}
+		jobs, relayed := mine(jobs), mine(relayed)
+		if len(jobs) == 0 && len(relayed) == 0 && !dynamic {
+			continue
+		}
+		store, err := h.ShardWorkStore(n, f.Worker.Group)
+		if err != nil {
+			return fail(err)
+		}
+		wlog, wreg := log, reg
+		if shards > 1 {
+			wlog = log.With("shard", n)
+			if reg != nil {
+				wreg = prometheus.WrapRegistererWith(prometheus.Labels{"shard": strconv.Itoa(n)}, reg)
+			}
+		}
+		w, err := worker.New(worker.Config{Store: store, Consumer: replica, Logger: wlog, Registerer: wreg,
+			Concurrency: f.Worker.Concurrency, ShutdownTimeout: f.Worker.ShutdownTimeout.D(), TakeoverIdle: f.Worker.TakeoverIdle.D(),
+			HeartbeatInterval: f.Worker.Heartbeat.D(), DoneRetention: f.Worker.DoneRetention.D(), MaxDeliveries: f.Worker.MaxDeliveries,
+			Dynamic: dynamic, OnAttempt: onAttempt})
+		if err != nil {
+			return fail(usageError{err})
+		}
+		for _, j := range jobs {
+			x, err := executorOf(j, log)
+			if err == nil {
+				err = w.Handle(j.Name, handlerOf(x), runOptions(j)...)
+			}
+			if err != nil {
+				return fail(usageError{fmt.Errorf("%s:%d: jobs (%s).run: %v", f.Path, j.Run.Line, j.Name, err)})
+			}
+		}
+		if err := handleNATS(f, w, relayed, relays); err != nil {
+			return fail(err)
+		}
+		ws[n] = w
+	}
 	var rt *runtimeRuns
 	if dynamic {
-		rt = newRuntimeRuns(f, js, w, relays, log)
+		rt = newShardRuntimeRuns(f, js, ws, relays, log)
 	}
-	return w, rt, relays.close, nil
+	var out []*worker.Worker
+	for _, w := range ws {
+		if w != nil {
+			out = append(out, w)
+		}
+	}
+	return out, rt, relays.close, nil
 }

@@ -77,6 +77,7 @@ func openMemory(o Options) *Handle {
 	h := &Handle{backend: b, close: b.Close,
 		desc:     Description{Kind: Memory},
 		work:     func(group string) WorkStore { return b.WorkerStore(group) },
+		viewWork: viewWorkStore[*memory.Backend, *memory.WorkerStore](Memory),
 		describe: func(context.Context) string { return "embedded (in-process)" },
 		announce: func(_ context.Context, log *slog.Logger) {
 			log.Warn("using the in-process store (--memory): state is lost on exit; ticks go to standard output as JSON lines")

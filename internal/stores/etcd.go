@@ -26,8 +26,9 @@ func openEtcd(ctx context.Context, f *config.File, o Options) (*Handle, error) {
 		return nil, fmt.Errorf("cannot reach etcd at %s: %v", f.MaskedEtcd(), err)
 	}
 	h := &Handle{backend: b, close: b.Close,
-		desc: Description{Kind: Etcd, Address: f.MaskedEtcd(), Prefix: opts.Prefix},
-		work: func(group string) WorkStore { return b.WorkerStore(group) },
+		desc:     Description{Kind: Etcd, Address: f.MaskedEtcd(), Prefix: opts.Prefix},
+		work:     func(group string) WorkStore { return b.WorkerStore(group) },
+		viewWork: viewWorkStore[*otetcd.Backend, *otetcd.WorkerStore](Etcd),
 	}
 	h.describe = func(context.Context) string { return "etcd " + f.MaskedEtcd() }
 	h.announce = func(ctx context.Context, log *slog.Logger) {

@@ -22,8 +22,9 @@ func openPostgres(ctx context.Context, f *config.File, o Options) (*Handle, erro
 		return nil, err
 	}
 	h := &Handle{backend: b, close: b.Close,
-		desc: Description{Kind: Postgres, Address: f.MaskedPostgresURL(), Schema: b.Schema()},
-		work: func(group string) WorkStore { return b.WorkerStore(group) },
+		desc:     Description{Kind: Postgres, Address: f.MaskedPostgresURL(), Schema: b.Schema()},
+		work:     func(group string) WorkStore { return b.WorkerStore(group) },
+		viewWork: viewWorkStore[*otpostgres.Backend, *otpostgres.WorkerStore](Postgres),
 	}
 	h.describe = func(ctx context.Context) string { return describePostgres(ctx, f, b) }
 	h.announce = func(ctx context.Context, log *slog.Logger) {

@@ -34,8 +34,9 @@ func openRedis(ctx context.Context, f *config.File, o Options) (*Handle, error) 
 	}
 	r := f.Backend.Redis
 	h := &Handle{backend: b, close: client.Close,
-		desc: Description{Kind: Redis, Address: f.MaskedRedisURL(), Prefix: r.Prefix},
-		work: func(group string) WorkStore { return b.WorkerStore(group) },
+		desc:     Description{Kind: Redis, Address: f.MaskedRedisURL(), Prefix: r.Prefix},
+		work:     func(group string) WorkStore { return b.WorkerStore(group) },
+		viewWork: viewWorkStore[*otredis.Backend, *otredis.WorkerStore](Redis),
 	}
 	h.describe = func(ctx context.Context) string { return describeRedis(ctx, f, client) }
 	h.announce = func(ctx context.Context, log *slog.Logger) {
@@ -44,14 +45,20 @@ func openRedis(ctx context.Context, f *config.File, o Options) (*Handle, error) 
 	// The run ledger's log is folded into its records every second, so
 	// that it stays short between reads; a failure is logged when it
 	// changes, not every second.
+	// With shards, every shard's view has its own ledger, folded in turn.
 	h.upkeep = func(ctx context.Context) {
 		var last string
-		b.FoldPeriodically(ctx, time.Second, func(err error) {
+		fail := func(err error) {
 			if msg := err.Error(); msg != last {
 				last = msg
 				o.Logger.Warn("folding the run ledger failed; `onetick runs` shows the records folded so far", "err", err)
 			}
-		})
+		}
+		if h.Shards() == 1 {
+			b.FoldPeriodically(ctx, time.Second, fail)
+			return
+		}
+		foldShards(ctx, h, fail)
 	}
 	return h, nil
 }
@@ -93,4 +100,37 @@ func describeRedis(ctx context.Context, f *config.File, client goredis.Universal
 		return fmt.Sprintf("redis cluster, primary %s%s", node, durability)
 	}
 	return "redis " + f.MaskedRedisURL() + durability
+}
+
+// foldShards folds the run ledger of every shard's view of a Redis store
+// every second until ctx ends.
+func foldShards(ctx context.Context, h *Handle, fail func(error)) {
+	if h.ledgerOff {
+		return
+	}
+	views := make([]*otredis.Backend, 0, h.Shards())
+	for n := range h.Shards() {
+		v, err := h.View(n)
+		if err != nil {
+			fail(err)
+			return
+		}
+		if rb, ok := v.(*otredis.Backend); ok {
+			views = append(views, rb)
+		}
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for n, v := range views {
+			if err := v.FoldLedger(ctx); err != nil && ctx.Err() == nil {
+				fail(fmt.Errorf("shard %d: %w", n, err))
+			}
+		}
+	}
 }

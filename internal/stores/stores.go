@@ -102,9 +102,12 @@ type Description struct {
 // Handle is an open store. Close it, not its Backend: it closes the
 // clients Open built.
 type Handle struct {
-	backend  onetick.Backend
-	desc     Description
-	work     func(group string) WorkStore
+	backend onetick.Backend
+	desc    Description
+	work    func(group string) WorkStore
+	// viewWork is the worker store of a shard's view (the store's own
+	// Backend type); nil on a store that does not shard.
+	viewWork func(view onetick.Backend, group string) (WorkStore, error)
 	describe func(ctx context.Context) string
 	announce func(ctx context.Context, log *slog.Logger)
 	upkeep   func(ctx context.Context)
@@ -131,6 +134,10 @@ func Open(ctx context.Context, f *config.File, o Options) (*Handle, error) {
 		if _, ok := h.backend.(onetick.Sharder); h.shards > 1 && !ok {
 			_ = h.Close()
 			return nil, invalid(fmt.Errorf("%s: shards: %d shards need a store that shards; the %s store does not (give 1, the default)", f.Path, h.shards, h.desc.Kind))
+		}
+		if _, ok := h.backend.(onetick.Members); h.shards > 1 && !ok {
+			_ = h.Close()
+			return nil, invalid(fmt.Errorf("%s: shards: %d shards need the fleet's membership (which replicas are live) on the store; the %s store keeps none yet (give 1, the default)", f.Path, h.shards, h.desc.Kind))
 		}
 	}
 	return h, err
@@ -170,6 +177,61 @@ func (h *Handle) WorkStore(group string) (WorkStore, error) {
 		return nil, fmt.Errorf("the %s store has no worker store", h.desc.Kind)
 	}
 	return h.work(group), nil
+}
+
+// ShardWorkStore returns the worker store of group over shard n's view:
+// where the workers of the jobs ShardOf puts in shard n read their
+// default streams and keep their state. With one shard it is WorkStore.
+func (h *Handle) ShardWorkStore(n int, group string) (WorkStore, error) {
+	if h.Shards() == 1 && n == 0 {
+		return h.WorkStore(group)
+	}
+	if h.viewWork == nil {
+		return nil, fmt.Errorf("the %s store keeps no worker store per shard", h.desc.Kind)
+	}
+	v, err := h.View(n)
+	if err != nil {
+		return nil, err
+	}
+	return h.viewWork(v, group)
+}
+
+// JobLedger is the run ledger of the shard that holds job: the store's
+// with one shard (Ledger).
+func (h *Handle) JobLedger(job string) (onetick.Ledger, error) {
+	return h.ViewLedger(onetick.ShardOf(job, h.Shards()))
+}
+
+// ViewLedger is the run ledger of shard n's view: the store's with one
+// shard (Ledger).
+func (h *Handle) ViewLedger(n int) (onetick.Ledger, error) {
+	lg, err := h.Ledger()
+	if err != nil || h.Shards() == 1 {
+		return lg, err
+	}
+	v, err := h.View(n)
+	if err != nil {
+		return nil, err
+	}
+	if lg, ok := v.(onetick.Ledger); ok {
+		return lg, nil
+	}
+	return nil, fmt.Errorf("the %s store's shard %d keeps no run ledger", h.desc.Kind, n)
+}
+
+// viewWorkStore makes the worker store of a view whose type is the
+// store's own, B, with its WorkerStore method.
+func viewWorkStore[B interface {
+	onetick.Backend
+	WorkerStore(string) W
+}, W WorkStore](kind Kind) func(onetick.Backend, string) (WorkStore, error) {
+	return func(v onetick.Backend, group string) (WorkStore, error) {
+		b, ok := v.(B)
+		if !ok {
+			return nil, fmt.Errorf("the %s store's shard view is a %T, not the store's own type: it keeps no worker store", kind, v)
+		}
+		return b.WorkerStore(group), nil
+	}
 }
 
 // Ledger is the store's run ledger (docs/ledger.md), or an error naming

@@ -87,12 +87,16 @@ const (
 // its deadline.
 type JobStore struct {
 	Backend onetick.Backend
+	// For, if set, is the view that holds a job's state (with shards, its
+	// shard's view); nil: Backend.
+	For func(job string) (onetick.Backend, error)
 	// AllJobs returns the jobs the page can show (the file's and the
 	// jobs defined at run time).
 	AllJobs func(ctx context.Context) ([]onetick.Job, error)
-	// Ledger returns the store's ledger, or an error saying why it keeps
-	// none (shown on the page); nil: none.
-	Ledger func() (onetick.Ledger, error)
+	// Ledger returns the ledger that holds job's records (with shards,
+	// its shard's), or an error saying why the store keeps none (shown on
+	// the page); nil: none.
+	Ledger func(job string) (onetick.Ledger, error)
 	// Dead returns the job's dead letters (at most limit, oldest first)
 	// and how many it has (-1: unknown); nil: the store has no workers.
 	Dead func(ctx context.Context, job string, limit int) ([]DeadLetter, int, error)
@@ -133,14 +137,20 @@ func (s *JobStore) JobPage(ctx context.Context, name string) (*JobPage, error) {
 	if s.Deadline != nil {
 		p.Deadline = s.Deadline(job)
 	}
-	st, err := onetick.ReadStatus(ctx, s.Backend, []onetick.Job{job}, 0)
+	b := s.Backend
+	if s.For != nil {
+		if b, err = s.For(name); err != nil {
+			return p, err
+		}
+	}
+	st, err := onetick.ReadStatus(ctx, b, []onetick.Job{job}, 0)
 	if err != nil {
 		return p, err
 	}
 	p.StoreTime, p.Job = st.StoreTime, st.Jobs[0]
 	if s.Ledger == nil {
 		p.LedgerNote = "this store keeps no run ledger"
-	} else if lg, err := s.Ledger(); err != nil {
+	} else if lg, err := s.Ledger(name); err != nil {
 		p.LedgerNote = err.Error()
 	} else {
 		p.Ledger = true

@@ -225,7 +225,7 @@ func TestJobStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := &web.JobStore{Backend: b, AllJobs: ops.AllJobs, Changes: true, RunsShown: 2,
-		Ledger: func() (onetick.Ledger, error) { return b, nil },
+		Ledger: func(string) (onetick.Ledger, error) { return b, nil },
 		Deadline: func(j onetick.Job) onetick.Deadline {
 			return onetick.Deadline{Start: time.Duration(len(j.Name)) * time.Minute}
 		},
@@ -254,7 +254,9 @@ func TestJobStore(t *testing.T) {
 		t.Errorf("the job's own deadline: %v %+v", err, p.Deadline)
 	}
 	// A store without a ledger: the page says so.
-	src.Ledger = func() (onetick.Ledger, error) { return nil, errors.New("the redis store keeps no run ledger yet") }
+	src.Ledger = func(string) (onetick.Ledger, error) {
+		return nil, errors.New("the redis store keeps no run ledger yet")
+	}
 	p, err = src.JobPage(ctx, "b")
 	if err != nil || p.Ledger || !strings.Contains(p.LedgerNote, "no run ledger") {
 		t.Errorf("no ledger: %v %+v", err, p)

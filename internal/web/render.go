@@ -36,6 +36,16 @@ var funcs = template.FuncMap{
 	"secs":   func(d time.Duration) int { return int(d / time.Second) },
 	"add":    func(a, b int) int { return a + b },
 	"deref":  func(n *int64) int { return int(*n) },
+	"shardList": func(ns []int) string {
+		out := ""
+		for i, n := range ns {
+			if i > 0 {
+				out += ", "
+			}
+			out += strconv.Itoa(n)
+		}
+		return out
+	},
 	// The job page's.
 	"slotAt":   slotTime,
 	"fate":     fateClass,
@@ -97,6 +107,28 @@ func (p *Page) TermList() []termView {
 		tl[i], tl[j] = tl[j], tl[i]
 	}
 	return tl
+}
+
+// LedShards counts the shards somebody leads.
+func (p *Page) LedShards() int {
+	n := 0
+	for _, s := range p.Shards {
+		if s.Leader != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// UnledShards lists the shards nobody leads.
+func (p *Page) UnledShards() []int {
+	var out []int
+	for _, s := range p.Shards {
+		if s.Leader == nil {
+			out = append(out, s.Shard)
+		}
+	}
+	return out
 }
 
 // DamagedRows counts the rows of this page with damaged state.

@@ -14,6 +14,11 @@ const DefaultHistory = 20
 // so every replica shows the same fleet.
 type Store struct {
 	Backend onetick.Backend
+	// Views are the shards' views of the store, in shard order, with more
+	// than one shard (stores.Handle.View): the page then reads each job
+	// from its shard's view and shows who leads which shard. Nil: Backend
+	// is the one shard.
+	Views []onetick.Backend
 	// Jobs are the configured jobs, in the order the page lists them.
 	Jobs []onetick.Job
 	// AllJobs, when set, is called on every read instead of using Jobs
@@ -72,14 +77,28 @@ func (s *Store) Page(ctx context.Context, q Query) (*Page, error) {
 		read = matched[lo:hi]
 	}
 	p.Query = q
-	st, err := onetick.ReadStatus(ctx, s.Backend, read, history)
+	views := s.Views
+	if len(views) < 2 {
+		views = []onetick.Backend{s.Backend}
+	}
+	st, err := onetick.ReadShardedStatus(ctx, views, read, history)
 	if err != nil {
 		p.Matched = len(matched)
 		return p, err
 	}
 	p.StoreTime, p.Leader, p.Terms = st.StoreTime, st.Leader, st.History
+	p.Shards, p.Replicas = st.Shards, st.Replicas
+	if len(p.Shards) > 0 {
+		// Each shard's count of every job, not of this page's.
+		for i := range p.Shards {
+			p.Shards[i].Jobs = 0
+		}
+		for _, j := range jobs {
+			p.Shards[onetick.ShardOf(j.Name, len(p.Shards))].Jobs++
+		}
+	}
 	// Every job's relays: the page's jobs are a window of them.
-	p.Relays = onetick.ReadRelays(ctx, s.Backend, jobs)
+	p.Relays = onetick.ReadShardedRelays(ctx, views, jobs)
 	for _, d := range st.Damage {
 		if d.Job == "" {
 			p.Damage = append(p.Damage, d)

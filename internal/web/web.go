@@ -58,6 +58,11 @@ type Page struct {
 	Leader *onetick.LeaderView
 	// Terms are the recent leadership terms, newest first.
 	Terms []onetick.Term
+	// Shards and Replicas are set with more than one shard: each shard's
+	// lease ("who leads which shard") and the shards each replica leads
+	// (onetick.ReadShardedStatus); Leader and Terms are then empty.
+	Shards   []onetick.ShardStatus
+	Replicas []onetick.ReplicaShards
 	// Jobs are the rows of this page.
 	Jobs []Job
 	// Damage is damaged store state that belongs to no job (lease, epoch,
