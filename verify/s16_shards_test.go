@@ -440,6 +440,13 @@ func shardsRolling(t *testing.T, scenario string, f *shardFleet) {
 			continue
 		}
 		hs := f.awaitHandovers(at, own, 2*ttl+10*time.Second)
+		for _, h := range hs {
+			// A clean stop leaves the membership and releases: nobody waits
+			// for a lease or a membership entry to expire (a TTL).
+			if h.leased >= ttl {
+				t.Errorf("step %d: shard %d of the stopped %s was led again only %s after SIGTERM, want < ttl = %s", i+1, h.shard, o.Name, h.leased, ttl)
+			}
+		}
 		l, k, n := handoverTimes(hs)
 		leased, ticked = append(leased, l...), append(ticked, k...)
 		t.Logf("step %d: stopped %s (shards %v): %s", i+1, o.Name, keys(own), strings.Join(n, "; "))
