@@ -27,6 +27,16 @@ type Layouter interface {
 	Layout(ctx context.Context, shards int) error
 }
 
+// ViewLayout is Layout on a shard's view: a view is one shard's store,
+// so it holds the layout of one shard (a scheduler given a view runs it
+// as a store of its own), and no other.
+func ViewLayout(shards int) error {
+	if shards == 1 {
+		return nil
+	}
+	return &LayoutError{Stored: 1, Configured: shards, Why: "a shard's view holds one shard; give the store itself"}
+}
+
 // LayoutHold is how long a sharded store's one-shard lease is held for
 // LayoutHolder: in effect forever.
 const LayoutHold = 100 * 365 * 24 * time.Hour

@@ -14,7 +14,7 @@ var _ onetick.Layouter = (*Backend)(nil)
 // a term.
 func (b *Backend) Layout(ctx context.Context, shards int) error {
 	if b.view {
-		return errLayoutOfView
+		return onetick.ViewLayout(shards)
 	}
 	now, err := b.lock(ctx)
 	if err != nil {

@@ -1,14 +1,9 @@
 package memory
 
 import (
-	"errors"
-
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/internal/storekit"
 )
-
-// errLayoutOfView refuses Layout on a view: the layout is the store's.
-var errLayoutOfView = errors.New("memory: Layout of a shard's view: ask the store")
 
 var _ onetick.Sharder = (*Backend)(nil)
 

@@ -21,7 +21,7 @@ var _ onetick.Layouter = (*Backend)(nil)
 // fleet, start it with the new count.
 func (b *Backend) Layout(ctx context.Context, shards int) error {
 	if b.root != nil {
-		return errors.New("postgres: Layout of a shard's view: ask the store")
+		return onetick.ViewLayout(shards)
 	}
 	return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, lockSQL, b.lockKey("layout")); err != nil {

@@ -40,7 +40,7 @@ return 1
 // also holds the one-shard lease for onetick.LayoutHolder.
 func (b *Backend) Layout(ctx context.Context, shards int) error {
 	if b.view {
-		return errors.New("redis: Layout of a shard's view: ask the store")
+		return onetick.ViewLayout(shards)
 	}
 	for range 10 {
 		var st storekit.LayoutState
