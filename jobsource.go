@@ -57,7 +57,8 @@ func (r *runner) diffJobs(jobs []Job, v int64, log *slog.Logger) (add []*jobStat
 		if _, ok := r.dyn[j.Name]; ok {
 			remove = append(remove, j.Name)
 		}
-		add = append(add, r.s.newJobState(&j, own(j.Name)))
+		def := j // only the added ones escape: not every job read
+		add = append(add, r.s.newJobState(&def, own(j.Name)))
 	}
 	for name := range r.dyn {
 		if !seen[name] {

@@ -248,9 +248,9 @@ func (r *runner) markBroken(j *jobState, d *DamageError, log *slog.Logger) {
 	if j.broken == nil {
 		r.brokenJobs++
 		r.s.metrics.BrokenJobs.Inc()
-		j.brokenAt = r.s.clock.Now()
+		j.broken = &jobDamage{at: r.s.clock.Now()}
 	}
-	j.broken = d
+	j.broken.DamageError = d
 	attrs := []any{"job", j.Name, "key", d.Key, "reason", d.Reason}
 	if d.Field != "" {
 		attrs = append(attrs, "field", d.Field)
@@ -264,7 +264,7 @@ func (r *runner) repaired(j *jobState, log *slog.Logger) {
 		return
 	}
 	log.Info("job's store state usable again; firing by its preference", "job", j.Name, "key", j.broken.Key,
-		"damaged_for", r.s.clock.Since(j.brokenAt).Round(time.Millisecond))
+		"damaged_for", r.s.clock.Since(j.broken.at).Round(time.Millisecond))
 	j.broken = nil
 	j.backoff = 0
 	r.brokenJobs--

@@ -273,8 +273,7 @@ type jobState struct {
 	// Damage: while broken is set the store refuses this job's ticks as
 	// Broken; the job is retried at its next slot or after backoff,
 	// whichever is first, and resumes by its preference once repaired.
-	broken    *DamageError
-	brokenAt  time.Time
+	broken    *jobDamage
 	brokenTop Slot          // newest slot counted in brokenCtr
 	backoff   time.Duration // current retry delay while damaged
 
@@ -283,6 +282,12 @@ type jobState struct {
 	skips []SkipRange
 
 	metrics *jobMetrics // jobOpts.plain unless the job has series of its own
+}
+
+// jobDamage is why and since when the store refuses a job's ticks.
+type jobDamage struct {
+	*DamageError
+	at time.Time
 }
 
 // jobOpts are a job's settings that withJobDefaults defaults (but its
