@@ -291,10 +291,10 @@ func (r *runner) buildJobs() {
 	own, _ := r.s.cfg.JobMetrics.selects(len(r.s.cfg.Jobs))
 	states := make([]jobState, len(r.defs)) // one allocation
 	r.jobs = make([]*jobState, len(states))
-	opts := optsTable{}
+	var opts optsTable
 	for i, k := range r.defs {
 		j := &r.s.cfg.Jobs[k]
-		r.s.initJobState(&states[i], j, own(j.Name), opts)
+		r.s.initJobState(&states[i], j, own(j.Name), &opts)
 		r.jobs[i] = &states[i]
 	}
 	r.fileJob = fileJobs(r.jobs, r.s.cfg.Source)

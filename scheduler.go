@@ -304,25 +304,43 @@ type jobOpts struct {
 
 // optsTable shares the jobOpts of the jobs built together; a nil table
 // shares none.
-type optsTable map[jobOpts]*jobOpts
+type optsTable struct {
+	m    map[jobOpts]*jobOpts
+	last *jobOpts // the last one shared: most jobs have the settings of the one before
+}
 
 // initJobState sets js to the new state of job j (which it keeps); own:
 // the job has its own metric series.
-func (s *Scheduler) initJobState(js *jobState, j *Job, own bool, t optsTable) {
+func (s *Scheduler) initJobState(js *jobState, j *Job, own bool, t *optsTable) {
 	d := withJobDefaults(*j, s.lease.TTL)
 	k := jobOpts{prefer: d.Prefer, grace: d.Grace, maxCatchup: d.MaxCatchup, payload: d.Payload,
 		plain: jobMetrics{fleet: s.metrics.fleet[d.Prefer]}}
-	o := t[k]
+	var o *jobOpts
+	switch {
+	case t == nil:
+	case t.last != nil && *t.last == k:
+		o = t.last
+	default:
+		o = t.m[k]
+	}
 	if o == nil {
-		o = &k
+		o = new(jobOpts) // only here: k itself stays on the stack
+		*o = k
 		if t != nil {
-			t[k] = o
+			if t.m == nil {
+				t.m = map[jobOpts]*jobOpts{}
+			}
+			t.m[k] = o
 		}
+	}
+	if t != nil {
+		t.last = o
 	}
 	*js = jobState{Job: j, jobOpts: o, stream: d.Stream, index: -1, metrics: &o.plain}
 	if jm := s.metrics.forJob(j.Name, d.Prefer, own); jm.own != nil || j.Relay != nil {
 		jm.relay = s.metrics.forRelay(j.Relay)
-		js.metrics = &jm
+		js.metrics = new(jobMetrics)
+		*js.metrics = jm
 	}
 }
 
@@ -376,10 +394,10 @@ func New(cfg Config) (*Scheduler, error) {
 	} else {
 		states := make([]jobState, len(s.cfg.Jobs)) // one allocation
 		s.jobs = make([]*jobState, len(states))
-		opts := optsTable{}
+		var opts optsTable
 		for i := range s.cfg.Jobs {
 			js := &states[i]
-			s.initJobState(js, &s.cfg.Jobs[i], own(s.cfg.Jobs[i].Name), opts)
+			s.initJobState(js, &s.cfg.Jobs[i], own(s.cfg.Jobs[i].Name), &opts)
 			if js.metrics.own != nil {
 				exported++
 			}

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -131,6 +132,7 @@ type replicaMem struct {
 	ticks       int64  // delivered over its whole run
 	led         int    // shards led at the end (store's leases)
 	warns, errs int
+	problems    []string // the messages of its warnings and errors
 }
 
 type shardMem struct {
@@ -339,7 +341,13 @@ func (e *env) shardMemoryRun(ctx context.Context, t *topology, n, shards, replic
 				r.heapLive = int64(v)
 			}
 		}
+		for msg, ls := range d.all {
+			if lv := ls[0].fields["level"]; lv == "WARN" || lv == "ERROR" {
+				r.problems = append(r.problems, fmt.Sprintf("%v %q ×%d", lv, msg, len(ls)))
+			}
+		}
 		d.mu.Unlock()
+		slices.Sort(r.problems)
 		r.warns, r.errs = d.problems()
 	}
 	return res
@@ -403,7 +411,7 @@ func shardMemMarkdown(mem shardMem) string {
 	}
 	for _, r := range mem.replicas {
 		if r.warns+r.errs > 0 {
-			fmt.Fprintf(&out, "Replica %s logged %d warnings and %d errors.\n\n", r.name, r.warns, r.errs)
+			fmt.Fprintf(&out, "Replica %s logged %d warnings and %d errors: %s.\n\n", r.name, r.warns, r.errs, strings.Join(r.problems, "; "))
 		}
 	}
 	return out.String()
