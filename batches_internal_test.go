@@ -22,7 +22,7 @@ func TestBatchesKeepAJobsTicksTogether(t *testing.T) {
 	sch := &everySecond{}
 	now := Slot(100_000)
 	job := func(late int) *jobState {
-		return &jobState{Job: Job{Schedule: sch, Prefer: PreferDuplicate, MaxCatchup: 100}, cursor: now - Slot(late*1000)}
+		return &jobState{Job: &Job{Schedule: sch}, jobOpts: &jobOpts{prefer: PreferDuplicate, maxCatchup: 100}, cursor: now - Slot(late*1000)}
 	}
 	a, b, c := job(2), job(4), job(2)
 	due := []*jobState{a, b, c}
@@ -73,11 +73,11 @@ func TestDueSet(t *testing.T) {
 				if i%dueEvery == 0 {
 					next = Slot(i % 10)
 				}
-				h = append(h, &jobState{next: next, index: i})
+				h = append(h, &jobState{next: next, index: int32(i)})
 			}
 			h[n/2].next = noSlot
 			for i, j := range h {
-				j.index = i
+				j.index = int32(i)
 			}
 			heapInit(&h)
 			due := popDue(&h, 9, nil)
@@ -113,7 +113,7 @@ func heapInit(h *jobHeap) { heap.Init(h) }
 func checkHeap(t *testing.T, h jobHeap) {
 	t.Helper()
 	for i, j := range h {
-		if j.index != i {
+		if int(j.index) != i {
 			t.Fatalf("index %d at %d", j.index, i)
 		}
 		if i > 0 && h.Less(i, (i-1)/2) {

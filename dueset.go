@@ -10,8 +10,11 @@ func (h jobHeap) Len() int { return len(h) }
 func (h jobHeap) Less(i, k int) bool {
 	return uint64(h[i].next) < uint64(h[k].next) // noSlot (-1) sorts last
 }
-func (h jobHeap) Swap(i, k int) { h[i], h[k] = h[k], h[i]; h[i].index = i; h[k].index = k }
-func (h *jobHeap) Push(x any)   { j := x.(*jobState); j.index = len(*h); *h = append(*h, j) }
+func (h jobHeap) Swap(i, k int) {
+	h[i], h[k] = h[k], h[i]
+	h[i].index, h[k].index = int32(i), int32(k)
+}
+func (h *jobHeap) Push(x any) { j := x.(*jobState); j.index = int32(len(*h)); *h = append(*h, j) }
 func (h *jobHeap) Pop() any {
 	old := *h
 	j := old[len(old)-1]
@@ -44,7 +47,7 @@ func popDue(h *jobHeap, now Slot, due []*jobState) []*jobState {
 		clear((*h)[len(rest):])
 		*h = rest
 		for i, j := range *h {
-			j.index = i
+			j.index = int32(i)
 		}
 		heap.Init(h)
 		break
@@ -61,7 +64,7 @@ func pushBack(h *jobHeap, due []*jobState) {
 		return
 	}
 	for _, j := range due {
-		j.index = len(*h)
+		j.index = int32(len(*h))
 		*h = append(*h, j)
 	}
 	heap.Init(h)

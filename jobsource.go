@@ -44,7 +44,7 @@ func (r *runner) diffJobs(jobs []Job, v int64, log *slog.Logger) (add []*jobStat
 		if ShardOf(j.Name, r.shards) != r.shard {
 			continue // another runner's
 		}
-		if r.s.fileJob[j.Name] {
+		if r.fileJob[j.Name] {
 			log.Error("a job defined at run time has the name of a job in the configuration file; ignored", "job", j.Name)
 			continue
 		}
@@ -57,7 +57,8 @@ func (r *runner) diffJobs(jobs []Job, v int64, log *slog.Logger) (add []*jobStat
 		if _, ok := r.dyn[j.Name]; ok {
 			remove = append(remove, j.Name)
 		}
-		add = append(add, r.s.newJobState(withJobDefaults(j, r.s.lease.TTL), own(j.Name)))
+		def := j // only the added ones escape: not every job read
+		add = append(add, r.s.newJobState(&def, own(j.Name)))
 	}
 	for name := range r.dyn {
 		if !seen[name] {
@@ -74,8 +75,8 @@ func (r *runner) diffJobs(jobs []Job, v int64, log *slog.Logger) (add []*jobStat
 func (r *runner) applySource(ctx context.Context, h *jobHeap, add []*jobState, remove []string, log *slog.Logger) {
 	for _, name := range remove {
 		if j, ok := r.dyn[name]; ok {
-			if j.index >= 0 && j.index < h.Len() && (*h)[j.index] == j {
-				heap.Remove(h, j.index)
+			if i := int(j.index); i >= 0 && i < h.Len() && (*h)[i] == j {
+				heap.Remove(h, i)
 			}
 			delete(r.dyn, name)
 			r.s.metrics.dropJob(name)
@@ -105,10 +106,10 @@ func (r *runner) applySource(ctx context.Context, h *jobHeap, add []*jobState, r
 }
 
 // newJobState builds a job's state and metrics; own: the job has its own
-// metric series.
-func (s *Scheduler) newJobState(j Job, own bool) *jobState {
-	js := &jobState{Job: j, index: -1, metrics: s.metrics.forJob(j.Name, j.Prefer, own)}
-	js.metrics.relay = s.metrics.forRelay(j.Relay)
+// metric series. The state keeps j.
+func (s *Scheduler) newJobState(j *Job, own bool) *jobState {
+	js := &jobState{}
+	s.initJobState(js, j, own, nil)
 	return js
 }
 

@@ -21,7 +21,17 @@ type runner struct {
 	backend SchedulerBackend
 	elector *Elector
 	log     *slog.Logger
-	jobs    []*jobState // the configured jobs of this shard
+	// jobs are the state of the configured jobs of this shard. The
+	// single runner (Config.Shards of 0 or 1) builds them in New and
+	// keeps them; a runner of one shard of several builds them at the
+	// start of each term from defs, the indexes of its jobs in
+	// Config.Jobs, and drops them at its end (buildJobs).
+	jobs []*jobState
+	defs []int32
+
+	// fileJob holds the names of jobs, when there is a Config.Source:
+	// a run-time job of such a name is refused.
+	fileJob map[string]bool
 
 	brokenJobs int // jobs with broken set
 
@@ -48,6 +58,10 @@ func (r *runner) storeNow() time.Time { return r.s.clock.Now().Add(r.elector.Clo
 func (r *runner) lead(ctx context.Context, ld *Leadership) {
 	log := r.log.With("epoch", int64(ld.Lease.Epoch))
 	began := r.s.clock.Now()
+	if r.shards > 1 {
+		r.buildJobs()
+		defer r.dropJobs()
+	}
 	all := r.jobs
 	if r.s.cfg.Source != nil {
 		r.dyn = map[string]*jobState{}
@@ -234,9 +248,9 @@ func (r *runner) markBroken(j *jobState, d *DamageError, log *slog.Logger) {
 	if j.broken == nil {
 		r.brokenJobs++
 		r.s.metrics.BrokenJobs.Inc()
-		j.brokenAt = r.s.clock.Now()
+		j.broken = &jobDamage{at: r.s.clock.Now()}
 	}
-	j.broken = d
+	j.broken.DamageError = d
 	attrs := []any{"job", j.Name, "key", d.Key, "reason", d.Reason}
 	if d.Field != "" {
 		attrs = append(attrs, "field", d.Field)
@@ -250,7 +264,7 @@ func (r *runner) repaired(j *jobState, log *slog.Logger) {
 		return
 	}
 	log.Info("job's store state usable again; firing by its preference", "job", j.Name, "key", j.broken.Key,
-		"damaged_for", r.s.clock.Since(j.brokenAt).Round(time.Millisecond))
+		"damaged_for", r.s.clock.Since(j.broken.at).Round(time.Millisecond))
 	j.broken = nil
 	j.backoff = 0
 	r.brokenJobs--
@@ -269,4 +283,39 @@ func (r *runner) endTerm() {
 	// The gauge counts every runner's broken jobs: take this one's out.
 	r.s.metrics.BrokenJobs.Sub(float64(r.brokenJobs))
 	r.brokenJobs = 0
+}
+
+// buildJobs builds the state of the jobs of a shard of several, at the
+// start of a term (the single runner's were built by New).
+func (r *runner) buildJobs() {
+	own, _ := r.s.cfg.JobMetrics.selects(len(r.s.cfg.Jobs))
+	states := make([]jobState, len(r.defs)) // one allocation
+	r.jobs = make([]*jobState, len(states))
+	var opts optsTable
+	for i, k := range r.defs {
+		j := &r.s.cfg.Jobs[k]
+		r.s.initJobState(&states[i], j, own(j.Name), &opts)
+		r.jobs[i] = &states[i]
+	}
+	r.fileJob = fileJobs(r.jobs, r.s.cfg.Source)
+}
+
+// dropJobs releases what buildJobs and the term built: a replica holds
+// the state of the jobs of the shards it leads, not of the others.
+func (r *runner) dropJobs() {
+	r.jobs, r.fileJob, r.dyn = nil, nil, nil
+	r.memo = slotMemo{}
+}
+
+// fileJobs returns the names of jobs when there is a source of run-time
+// jobs (whose names must differ), else nil.
+func fileJobs(jobs []*jobState, src JobSource) map[string]bool {
+	if src == nil {
+		return nil
+	}
+	m := make(map[string]bool, len(jobs))
+	for _, j := range jobs {
+		m[j.Name] = true
+	}
+	return m
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,8 +81,11 @@ type Config struct {
 	Backend SchedulerBackend
 	// Replica is this replica's holder identity; default DefaultHolder().
 	Replica string
-	Jobs    []Job
-	Lease   LeaseConfig
+	// Jobs are the jobs of the configuration. The Scheduler keeps the
+	// slice and reads its elements while it runs: do not modify them
+	// after New.
+	Jobs  []Job
+	Lease LeaseConfig
 	// ClaimBatch is the most ticks sent to the store in one call. Default
 	// 2000: large enough that 10,000 jobs due together cost five round
 	// trips, small enough that one call does not block Redis for long.
@@ -219,8 +223,7 @@ type Scheduler struct {
 	metrics  *Metrics
 	log      *slog.Logger
 	clock    clockwork.Clock
-	fileJob  map[string]bool // the names of Config.Jobs, every shard's
-	leading  leadCount       // shards led (Shards > 1): Metrics().IsLeader in Go is 1 while any is
+	leading  leadCount // shards led (Shards > 1): Metrics().IsLeader in Go is 1 while any is
 }
 
 // Problems lists damaged store state this replica ran into (see
@@ -245,28 +248,100 @@ func (s *Scheduler) Ready() error {
 	return nil
 }
 
+// jobState is a job's state in its runner. A runner of one shard of
+// several has it only while it leads the shard (runner.buildJobs): a
+// replica holds the state of the jobs of the shards it leads, and only
+// the definitions (Config.Jobs) of the others.
+//
+// The settings withJobDefaults defaults are in jobOpts and stream, with
+// the defaults applied: use j.prefer, j.grace, j.maxCatchup, j.payload
+// and j.stream, not Job's fields of those names (as configured).
 type jobState struct {
-	Job
+	// Job is the job as defined: Config.Jobs' element (which New keeps)
+	// or a copy of a run-time job's. Read only.
+	*Job
+	*jobOpts        // shared by the runner's jobs of equal settings
+	stream   string // Job.Stream, defaulted
+
 	retention time.Duration
-	cursor    Slot // last slot fired or accounted for
-	next      Slot // first slot after cursor
-	planTop   Slot // newest slot of the last plan; older planned slots are catch-up
-	index     int  // heap index
+	cursor    Slot  // last slot fired or accounted for
+	next      Slot  // first slot after cursor
+	planTop   Slot  // newest slot of the last plan; older planned slots are catch-up
+	index     int32 // heap index
+	retry     bool  // set by the last claim: wake by backoff
 
 	// Damage: while broken is set the store refuses this job's ticks as
 	// Broken; the job is retried at its next slot or after backoff,
 	// whichever is first, and resumes by its preference once repaired.
-	broken    *DamageError
-	brokenAt  time.Time
+	broken    *jobDamage
 	brokenTop Slot          // newest slot counted in brokenCtr
-	retry     bool          // set by the last claim: wake by backoff
 	backoff   time.Duration // current retry delay while damaged
 
 	// skips are the ranges of slots this term skipped that no claim has
 	// recorded yet: the job's next tick carries them (Tick.Skipped).
 	skips []SkipRange
 
-	metrics jobMetrics
+	metrics *jobMetrics // jobOpts.plain unless the job has series of its own
+}
+
+// jobDamage is why and since when the store refuses a job's ticks.
+type jobDamage struct {
+	*DamageError
+	at time.Time
+}
+
+// jobOpts are a job's settings that withJobDefaults defaults (but its
+// stream, which defaults to one of its own), and the metrics of a job of
+// that preference without series of its own. Jobs of equal settings
+// share one (optsTable): a fleet of a million jobs holds a few.
+type jobOpts struct {
+	prefer     Prefer
+	grace      time.Duration
+	maxCatchup int
+	payload    string
+	plain      jobMetrics
+}
+
+// optsTable shares the jobOpts of the jobs built together; a nil table
+// shares none.
+type optsTable struct {
+	m    map[jobOpts]*jobOpts
+	last *jobOpts // the last one shared: most jobs have the settings of the one before
+}
+
+// initJobState sets js to the new state of job j (which it keeps); own:
+// the job has its own metric series.
+func (s *Scheduler) initJobState(js *jobState, j *Job, own bool, t *optsTable) {
+	d := withJobDefaults(*j, s.lease.TTL)
+	k := jobOpts{prefer: d.Prefer, grace: d.Grace, maxCatchup: d.MaxCatchup, payload: d.Payload,
+		plain: jobMetrics{fleet: s.metrics.fleet[d.Prefer]}}
+	var o *jobOpts
+	switch {
+	case t == nil:
+	case t.last != nil && *t.last == k:
+		o = t.last
+	default:
+		o = t.m[k]
+	}
+	if o == nil {
+		o = new(jobOpts) // only here: k itself stays on the stack
+		*o = k
+		if t != nil {
+			if t.m == nil {
+				t.m = map[jobOpts]*jobOpts{}
+			}
+			t.m[k] = o
+		}
+	}
+	if t != nil {
+		t.last = o
+	}
+	*js = jobState{Job: j, jobOpts: o, stream: d.Stream, index: -1, metrics: &o.plain}
+	if jm := s.metrics.forJob(j.Name, d.Prefer, own); jm.own != nil || j.Relay != nil {
+		jm.relay = s.metrics.forRelay(j.Relay)
+		js.metrics = new(jobMetrics)
+		*js.metrics = jm
+	}
 }
 
 // New validates cfg and builds a Scheduler.
@@ -297,18 +372,38 @@ func New(cfg Config) (*Scheduler, error) {
 			return nil, err
 		}
 	}
+	if len(cfg.Jobs) > math.MaxInt32 {
+		return nil, configErr("jobs", "%d jobs: at most %d", len(cfg.Jobs), math.MaxInt32)
+	}
 	own, all := cfg.JobMetrics.selects(len(cfg.Jobs))
-	s.fileJob = make(map[string]bool, len(cfg.Jobs))
 	exported := 0
-	for _, j := range cfg.Jobs {
-		j = withJobDefaults(j, lease.TTL)
-		s.fileJob[j.Name] = true
-		js := s.newJobState(j, own(j.Name))
-		if js.metrics.own != nil {
-			exported++
+	if cfg.Shards > 1 {
+		// Each shard's runner builds its jobs' state when its replica
+		// starts leading the shard, and drops it when the term ends; here
+		// only which jobs are whose, and the jobs' own metric series,
+		// which every replica shows from the start, as with one shard.
+		for i := range s.cfg.Jobs {
+			j := &s.cfg.Jobs[i]
+			if own(j.Name) {
+				s.metrics.forJob(j.Name, withJobDefaults(*j, lease.TTL).Prefer, true)
+				exported++
+			}
+			r := s.runners[ShardOf(j.Name, cfg.Shards)]
+			r.defs = append(r.defs, int32(i))
 		}
-		r := s.runners[ShardOf(j.Name, cfg.Shards)]
-		r.jobs = append(r.jobs, js)
+	} else {
+		states := make([]jobState, len(s.cfg.Jobs)) // one allocation
+		s.jobs = make([]*jobState, len(states))
+		var opts optsTable
+		for i := range s.cfg.Jobs {
+			js := &states[i]
+			s.initJobState(js, &s.cfg.Jobs[i], own(s.cfg.Jobs[i].Name), &opts)
+			if js.metrics.own != nil {
+				exported++
+			}
+			s.jobs[i] = js
+		}
+		s.fileJob = fileJobs(s.jobs, cfg.Source)
 	}
 	if !all {
 		s.logJobMetrics(exported)
@@ -399,10 +494,10 @@ func pausedSlots(sch Schedule, ctl JobControl, a, b Slot) int64 {
 func (r *runner) plan(j *jobState, now Slot, log *slog.Logger, ticks []Tick) []Tick {
 	c := j.cursor
 	lo := c // fire slots in (lo, now]
-	if j.Prefer == PreferMissed {
-		lo = max(c, now-Slot(max(j.Grace, minGrace).Milliseconds())-1)
+	if j.prefer == PreferMissed {
+		lo = max(c, now-Slot(max(j.grace, minGrace).Milliseconds())-1)
 	}
-	p := r.memo.plan(j.Schedule, c, lo, now, j.MaxCatchup)
+	p := r.memo.plan(j.Schedule, c, lo, now, j.maxCatchup)
 	slots := p.slots
 	// Everything after the cursor and before the first slot to fire (or,
 	// when none is young enough to fire, up to now) is skipped.
@@ -420,14 +515,14 @@ func (r *runner) plan(j *jobState, now Slot, log *slog.Logger, ticks []Tick) []T
 		}
 		j.metrics.missed(skipped)
 		lastSkipped := p.lastSkipped
-		attrs := []any{"job", j.Name, "prefer", string(j.Prefer), "from", nextSlot(j.Schedule, c).String(),
+		attrs := []any{"job", j.Name, "prefer", string(j.prefer), "from", nextSlot(j.Schedule, c).String(),
 			"to", lastSkipped.String(), "skipped", skipped}
 		if skipped >= maxCount {
 			attrs = append(attrs, "skipped_at_least", true)
 		}
 		if skipped > 0 {
 			log.Warn("gap: slots skipped", attrs...)
-			j.skipped(SkipRange{From: nextSlot(j.Schedule, c), Through: lastSkipped, Count: skipped, Reason: skipReason(j.Prefer)})
+			j.skipped(SkipRange{From: nextSlot(j.Schedule, c), Through: lastSkipped, Count: skipped, Reason: skipReason(j.prefer)})
 		}
 		// Accounted for: the next wake-up waits for the next slot.
 		j.cursor = max(j.cursor, lastSkipped)
@@ -440,7 +535,7 @@ func (r *runner) plan(j *jobState, now Slot, log *slog.Logger, ticks []Tick) []T
 	}
 	j.planTop = slots[len(slots)-1]
 	for i, sl := range slots {
-		t := Tick{Job: j.Name, Slot: sl, Stream: j.Stream, Payload: j.Payload,
+		t := Tick{Job: j.Name, Slot: sl, Stream: j.stream, Payload: j.payload,
 			Retention: j.retention, MaxLen: j.MaxLen, Version: j.Version, Relay: j.Relay.claimed()}
 		if i == 0 && len(j.skips) > 0 {
 			t.Skipped = slices.Clone(j.skips)

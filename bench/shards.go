@@ -73,6 +73,9 @@ func (e *env) shardsSection(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer cl.close()
+	if memoryOnly() {
+		return e.shardMemorySection(ctx, cl, loadStart, started), nil
+	}
 	sa := e.standalone()
 	k := shardBurstJobs()
 	var bursts []shardBurst
@@ -181,26 +184,7 @@ func shardsMarkdown(bursts []shardBurst, mem shardMem, k int, loadStart, loadBur
 		fmt.Fprintf(&out, "| %d | %s | %d | %d | %s | %s | %s |\n", b.round, b.topo, b.shards, b.replicas, fmtSec(b.settle), strings.Join(ls, " / "), strings.Join(ts, " / "))
 	}
 	out.WriteString("\n")
-	fmt.Fprintf(&out, "### Memory: %d jobs over 3 replicas, %d shards\n\n", mem.jobs, mem.shards)
-	fmt.Fprintf(&out, "Each replica its own process (this binary with `-shard-replica`: `onetick.New` with `Shards`, every job `%s` with its own parsed schedule, one stream per shard trimmed to ~%d), on the 3-primary Cluster; RSS from /proc/PID/status once ready (jobs built, heap collected), and after the leaders settled and %s of firing. MemAvailable on the machine before %s, lowest %s.\n\n",
-		memJobsSchedule, memStreamMax, mem.window, fmtMB(mem.availBefore), fmtMB(mem.availLow))
-	if mem.err != nil {
-		fmt.Fprintf(&out, "error: %s\n\n", mem.err)
-	}
-	if len(mem.replicas) > 0 && mem.err == nil {
-		fmt.Fprintf(&out, "Settled %s after every replica was ready.\n\n", fmtSec(mem.settle))
-		out.WriteString("| Replica | Jobs built + onetick.New | RSS ready | Go heap in use ready | RSS after firing (peak), per job | Go heap in use after | Shards led | Ticks delivered |\n|---|---|---|---|---|---|---|---|\n")
-		for _, r := range mem.replicas {
-			fmt.Fprintf(&out, "| %s | %s | %s | %s | %s (%s), %s | %s | %d | %d |\n", r.name, r.build, fmtMB(r.rssReady), fmtMB(r.heapReady),
-				fmtMB(r.rss), fmtMB(r.hwm), fmtBytes(float64(r.rss)/float64(mem.jobs)), fmtMB(r.heapInuse), r.led, r.ticks)
-		}
-		out.WriteString("\n")
-	}
-	for _, r := range mem.replicas {
-		if r.warns+r.errs > 0 {
-			fmt.Fprintf(&out, "Replica %s logged %d warnings and %d errors.\n\n", r.name, r.warns, r.errs)
-		}
-	}
+	out.WriteString(shardMemMarkdown(mem))
 	out.WriteString(shardsModel(bursts, alone))
 	return out.String()
 }

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/metrics"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -91,6 +93,9 @@ func shardReplicaMain(name string) error {
 	log.Info(msgReady, "build", time.Since(start).Round(10*time.Millisecond).String(), "heap_inuse", ms.HeapInuse, "heap_sys", ms.HeapSys)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	// The heap the last GC found live: HeapInuse also counts garbage not
+	// yet collected, up to the GC's goal (GOGC, GOMEMLIMIT).
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	go func() {
 		t := time.NewTicker(5 * time.Second)
 		defer t.Stop()
@@ -101,11 +106,13 @@ func shardReplicaMain(name string) error {
 			case <-t.C:
 			}
 			runtime.ReadMemStats(&ms)
+			metrics.Read(live)
 			led := 0
 			if b := s.Balancer(); b != nil {
 				led = len(b.Led())
 			}
-			log.Info(msgReplica, "ticks", ticks.Load(), "led", led, "heap_inuse", ms.HeapInuse, "heap_sys", ms.HeapSys)
+			log.Info(msgReplica, "ticks", ticks.Load(), "led", led, "heap_inuse", ms.HeapInuse, "heap_sys", ms.HeapSys,
+				"heap_live", live[0].Value.Uint64())
 		}
 	}()
 	if err := s.Run(ctx); err != nil && ctx.Err() == nil {
@@ -121,9 +128,11 @@ type replicaMem struct {
 	rss, hwm    int64  // VmRSS and VmHWM at the end of the firing window
 	heapReady   int64  // HeapInuse after a GC once ready
 	heapInuse   int64  // at its last report
+	heapLive    int64  // live after the last GC before its last report
 	ticks       int64  // delivered over its whole run
 	led         int    // shards led at the end (store's leases)
 	warns, errs int
+	problems    []string // the messages of its warnings and errors
 }
 
 type shardMem struct {
@@ -328,9 +337,82 @@ func (e *env) shardMemoryRun(ctx context.Context, t *topology, n, shards, replic
 			if v, ok := f["heap_inuse"].(float64); ok {
 				r.heapInuse = int64(v)
 			}
+			if v, ok := f["heap_live"].(float64); ok {
+				r.heapLive = int64(v)
+			}
+		}
+		for msg, ls := range d.all {
+			if lv := ls[0].fields["level"]; lv == "WARN" || lv == "ERROR" {
+				r.problems = append(r.problems, fmt.Sprintf("%v %q ×%d", lv, msg, len(ls)))
+			}
 		}
 		d.mu.Unlock()
+		slices.Sort(r.problems)
 		r.warns, r.errs = d.problems()
 	}
 	return res
+}
+
+// memoryOnly: BENCH_SHARDS_MEMORY=only runs the part's memory run alone
+// (no bursts), once per shard count of BENCH_SHARDS_MEMORY_SHARDS
+// (comma-separated, default 6).
+func memoryOnly() bool { return os.Getenv("BENCH_SHARDS_MEMORY") == "only" }
+
+func memoryShardCounts() []int {
+	v := os.Getenv("BENCH_SHARDS_MEMORY_SHARDS")
+	if v == "" {
+		return []int{6}
+	}
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// shardMemorySection is the part with BENCH_SHARDS_MEMORY=only.
+func (e *env) shardMemorySection(ctx context.Context, cl *topology, loadStart string, started time.Time) string {
+	var out strings.Builder
+	n := shardMemJobs()
+	for _, shards := range memoryShardCounts() {
+		progress("shards: memory, %d jobs over 3 replica processes, %d shards, %s", n, shards, cl.name)
+		mem := e.shardMemoryRun(ctx, cl, n, shards, 3, 30*time.Second)
+		if mem.err != nil {
+			progress("shards: memory: %v", mem.err)
+		}
+		out.WriteString(shardMemMarkdown(mem))
+	}
+	fmt.Fprintf(&out, "Load average (1, 5, 15 min): %s at the start, %s at the end; %s in all.\n\n", loadStart, loadAvg(), time.Since(started).Round(time.Second))
+	return out.String()
+}
+
+// shardMemMarkdown is the memory run's section.
+func shardMemMarkdown(mem shardMem) string {
+	var out strings.Builder
+	fmt.Fprintf(&out, "### Memory: %d jobs over 3 replicas, %d shards\n\n", mem.jobs, mem.shards)
+	if v := os.Getenv("GOMEMLIMIT"); v != "" {
+		fmt.Fprintf(&out, "The replicas ran with GOMEMLIMIT=%s (from the harness's environment).\n\n", v)
+	}
+	fmt.Fprintf(&out, "Each replica its own process (this binary with `-shard-replica`: `onetick.New` with `Shards`, every job `%s` with its own parsed schedule, one stream per shard trimmed to ~%d), on the 3-primary Cluster; RSS from /proc/PID/status once ready (jobs built, heap collected), and after the leaders settled and %s of firing. MemAvailable on the machine before %s, lowest %s.\n\n",
+		memJobsSchedule, memStreamMax, mem.window, fmtMB(mem.availBefore), fmtMB(mem.availLow))
+	if mem.err != nil {
+		fmt.Fprintf(&out, "error: %s\n\n", mem.err)
+	}
+	if len(mem.replicas) > 0 && mem.err == nil {
+		fmt.Fprintf(&out, "Settled %s after every replica was ready.\n\n", fmtSec(mem.settle))
+		out.WriteString("| Replica | Jobs built + onetick.New | RSS ready | Go heap in use ready | RSS after firing (peak), per job | Go heap in use after (live at the last GC) | Shards led | Ticks delivered |\n|---|---|---|---|---|---|---|---|\n")
+		for _, r := range mem.replicas {
+			fmt.Fprintf(&out, "| %s | %s | %s | %s | %s (%s), %s | %s (%s) | %d | %d |\n", r.name, r.build, fmtMB(r.rssReady), fmtMB(r.heapReady),
+				fmtMB(r.rss), fmtMB(r.hwm), fmtBytes(float64(r.rss)/float64(mem.jobs)), fmtMB(r.heapInuse), fmtMB(r.heapLive), r.led, r.ticks)
+		}
+		out.WriteString("\n")
+	}
+	for _, r := range mem.replicas {
+		if r.warns+r.errs > 0 {
+			fmt.Fprintf(&out, "Replica %s logged %d warnings and %d errors: %s.\n\n", r.name, r.warns, r.errs, strings.Join(r.problems, "; "))
+		}
+	}
+	return out.String()
 }

@@ -100,7 +100,21 @@ func Parse(expr string, loc *time.Location) (*Schedule, error) {
 // H fields are hashed (see the package documentation). Without H the name
 // is irrelevant and ParseFor is Parse. H with an empty name is a
 // *ParseError whose cause is ErrNoJobName.
+//
+// Equal schedules are shared: two calls whose expressions parse to the
+// same schedule (the same text in the same zone, H hashing to the same
+// values) return one *Schedule while either result is in use, so a
+// fleet of a million jobs written "H H * * * *" holds at most 3,600
+// schedules, not a million (see share).
 func ParseFor(expr string, loc *time.Location, name string) (*Schedule, error) {
+	s, err := parseFor(expr, loc, name)
+	if err != nil {
+		return nil, err
+	}
+	return share(s), nil
+}
+
+func parseFor(expr string, loc *time.Location, name string) (*Schedule, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
