@@ -17,6 +17,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/pgtest"
+	"github.com/onetick/onetick/internal/stores"
+	"github.com/onetick/onetick/postgres"
 	otredis "github.com/onetick/onetick/redis"
 )
 
@@ -353,4 +356,59 @@ func controlsIn(t *testing.T, ctx context.Context, b *otredis.Backend, jobs []st
 		}
 	}
 	return out
+}
+
+// TestShardsMigratePostgres: PostgreSQL's layouts share every job's rows,
+// so the migration only records the count, once no shard's lease is held.
+func TestShardsMigratePostgres(t *testing.T) {
+	ctx := context.Background()
+	cfg := writeConfig(t, fmt.Sprintf("backend:\n  postgres:\n    url: %s\n    schema: %s\njobs:\n  - {name: a, schedule: \"@every 1h\"}\n", pgtest.URL(), pgtest.Schema(t)))
+	run := func(args ...string) (int, string, string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := Main(ctx, append(args, "--config", cfg), Env{Stdout: &out, Stderr: &errOut})
+		return code, out.String(), errOut.String()
+	}
+	if code, out, errOut := run("migrate"); code != ExitOK {
+		t.Fatalf("migrate: %d %s %s", code, out, errOut)
+	}
+	if code, out, _ := run("shards", "migrate", "--to", "3"); code != ExitOK || !strings.Contains(out, "nothing is copied") {
+		t.Fatalf("dry run: %d %s", code, out)
+	}
+	if code, out, errOut := run("shards", "migrate", "--to", "3", "--apply"); code != ExitOK || !strings.Contains(out, "recorded") {
+		t.Fatalf("--to 3: %d %s %s", code, out, errOut)
+	}
+	c, err := check(cfg, overrides{}, Env{Getenv: os.Getenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := openStore(ctx, c.f, stores.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	pg := h.Backend().(*postgres.Backend)
+	if err := pg.Layout(ctx, 3); err != nil {
+		t.Fatalf("Layout(3) after the migration: %v", err)
+	}
+	v, err := pg.Shard(1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := v.Acquire(ctx, "replica-y", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := run("shards", "migrate", "--to", "2", "--apply"); code != ExitFailure || !strings.Contains(errOut, "refused") {
+		t.Fatalf("--to 2 with a lease held: %d %s %s", code, out, errOut)
+	}
+	if err := v.Release(ctx, g.Lease); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := run("shards", "migrate", "--to", "2", "--apply"); code != ExitOK {
+		t.Fatalf("--to 2: %d %s %s", code, out, errOut)
+	}
+	if err := pg.Layout(ctx, 2); err != nil {
+		t.Fatalf("Layout(2) after the migration: %v", err)
+	}
 }
