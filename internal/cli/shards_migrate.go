@@ -170,7 +170,9 @@ func printShardPlan(out io.Writer, prefix string, m *otredis.ShardMigration, job
 			c[0], verb, c[1], c[2])
 	}
 	fprintf(out, "not copied in this version: tick and trigger records, the run ledger, control logs, default streams' entries.\n")
-	fprintf(out, "  a backfill or trigger under the new layout does not see the old records: backfill only with --since after the migration.\n")
+	fprintf(out, "  backfill dedups by the tick records and the run ledger, which the new layout does not hold for a moved job:\n")
+	fprintf(out, "  backfill a moved job only with --from after the instant the old fleet stopped (earlier slots may have fired under the old layout);\n")
+	fprintf(out, "  a trigger retried with the key of one made before the migration is enqueued again.\n")
 	var changed []string
 	for _, mv := range m.Moves {
 		if streams[mv.Job] {

@@ -103,10 +103,14 @@ func TestShardsMigrateRedis(t *testing.T) {
 	if code := Main(ctx, []string{"shards"}, Env{Stdout: io.Discard, Stderr: &eout}); code != ExitUsage || !strings.Contains(eout.String(), "shards migrate") {
 		t.Errorf("shards alone: exit %d, %q", code, eout.String())
 	}
-	fileCfg := writeConfig(t, "jobs:\n  - {name: a, schedule: \"@every 1h\"}\n")
-	eout.Reset()
-	if code := Main(ctx, []string{"shards", "migrate", "--config", fileCfg, "--to", "2"}, Env{Stdout: io.Discard, Stderr: &eout}); code != ExitUsage || !strings.Contains(eout.String(), "embedded store") {
-		t.Errorf("file store: exit %d, %q", code, eout.String())
+	for body, want := range map[string]string{
+		"jobs:\n  - {name: a, schedule: \"@every 1h\"}\n": "embedded store",
+		"backend:\n  etcd:\n    endpoints: [\"http://127.0.0.1:1\"]\njobs:\n  - {name: a, schedule: \"@every 1h\"}\n": "uses etcd",
+	} {
+		eout.Reset()
+		if code := Main(ctx, []string{"shards", "migrate", "--config", writeConfig(t, body), "--to", "2"}, Env{Stdout: io.Discard, Stderr: &eout}); code != ExitUsage || !strings.Contains(eout.String(), want) {
+			t.Errorf("%s: exit %d, %q", want, code, eout.String())
+		}
 	}
 
 	// Refused while the one-shard lease is held; nothing written.
