@@ -104,7 +104,7 @@ func TestShardsMigrateRedis(t *testing.T) {
 		t.Errorf("shards alone: exit %d, %q", code, eout.String())
 	}
 	for body, want := range map[string]string{
-		"jobs:\n  - {name: a, schedule: \"@every 1h\"}\n": "embedded store",
+		"jobs:\n  - {name: a, schedule: \"@every 1h\"}\n":                                                             "embedded store",
 		"backend:\n  etcd:\n    endpoints: [\"http://127.0.0.1:1\"]\njobs:\n  - {name: a, schedule: \"@every 1h\"}\n": "uses etcd",
 	} {
 		eout.Reset()
