@@ -416,3 +416,54 @@ func TestShardsMigratePostgres(t *testing.T) {
 		t.Fatalf("Layout(2) after the migration: %v", err)
 	}
 }
+
+// TestShardsMigrateRerun: a migration interrupted before its commit
+// leaves the old layout's leases to the migration's holder (refused,
+// saying so, until they expire) and part of the copy written; run again,
+// it makes each new view equal to the old one (a stale value overwritten,
+// a field the old view lacks deleted).
+func TestShardsMigrateRerun(t *testing.T) {
+	ctx := context.Background()
+	client := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
+	t.Cleanup(func() { _ = client.Close() })
+	prefix := fmt.Sprintf("otmigre%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		keys, _ := client.Keys(context.Background(), prefix+"*").Result()
+		if len(keys) > 0 {
+			client.Del(context.Background(), keys...)
+		}
+	})
+	cfg := writeConfig(t, fmt.Sprintf("backend:\n  redis:\n    url: redis://127.0.0.1:6379\n    prefix: %s\njobs:\n  - {name: a, schedule: \"@every 1h\"}\n  - {name: b, schedule: \"@every 1h\"}\n", prefix))
+	b := otredis.New(client, otredis.Options{Prefix: prefix})
+	client.HSet(ctx, prefix+":last", "a", "3600000")
+	// What an interrupted run left: its lease, and a copy of b's state
+	// that the old view no longer has (b resumed and its field removed
+	// since, say), and a stale slot of a.
+	g, err := b.Acquire(ctx, "onetick-shards-migrate:2", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa := otredis.ShardPrefix(prefix, onetick.ShardOf("a", 2), 2)
+	pb := otredis.ShardPrefix(prefix, onetick.ShardOf("b", 2), 2)
+	client.HSet(ctx, pa+":last", "a", "1")
+	client.HSet(ctx, pb+":paused", "b", "5:")
+	var out, errOut bytes.Buffer
+	code := Main(ctx, []string{"shards", "migrate", "--config", cfg, "--to", "2", "--apply"}, Env{Stdout: &out, Stderr: &errOut})
+	if code != ExitFailure || !strings.Contains(errOut.String(), "interrupted") {
+		t.Fatalf("with the interrupted run's lease: exit %d\n%s\n%s", code, out.String(), errOut.String())
+	}
+	if err := b.Release(ctx, g.Lease); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := Main(ctx, []string{"shards", "migrate", "--config", cfg, "--to", "2", "--apply"}, Env{Stdout: &out, Stderr: &errOut}); code != ExitOK {
+		t.Fatalf("run again: exit %d\n%s\n%s", code, out.String(), errOut.String())
+	}
+	if got := client.HGet(ctx, pa+":last", "a").Val(); got != "3600000" {
+		t.Errorf("a's last-fired slot in %s: %q, want the old view's", pa, got)
+	}
+	if n := client.HExists(ctx, pb+":paused", "b").Val(); n {
+		t.Errorf("b's stale pause in %s was kept", pb)
+	}
+}
