@@ -55,6 +55,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = cmdMigrate(ctx, rest, env)
 	case "repair":
 		err = cmdRepair(ctx, rest, env)
+	case "shards":
+		err = cmdShards(ctx, rest, env)
 	case "pause":
 		err = cmdPause(ctx, rest, env)
 	case "resume":
