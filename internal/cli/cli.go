@@ -147,6 +147,7 @@ Usage:
   onetick dead replay ID --config FILE
   onetick validate --config FILE
   onetick migrate --config FILE
+  onetick shards migrate --config FILE --to N [--apply]
   onetick next EXPR [--tz ZONE] [--from RFC3339] [-n N] [--job NAME]
   onetick demo [--seconds N]
   onetick version

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/config"
 	"github.com/onetick/onetick/internal/stores"
 	"github.com/onetick/onetick/postgres"
 	otredis "github.com/onetick/onetick/redis"
@@ -185,19 +186,8 @@ func printShardPlan(out io.Writer, prefix string, m *otredis.ShardMigration, job
 	}
 	fprintf(out, "default streams whose key changes (drain the old one first; consumers outside onetick read the new one):\n")
 	for _, j := range changed {
-		fprintf(out, "  %s: %s -> %s\n", j, defaultStreamKey(prefix, j, m.From), defaultStreamKey(prefix, j, m.To))
+		fprintf(out, "  %s: %s -> %s\n", j, config.DefaultStream(prefix, j, m.From), config.DefaultStream(prefix, j, m.To))
 	}
-}
-
-// defaultStreamKey is the default stream of job with shards shards:
-// prefix:stream:job under the prefix of the job's shard.
-// TODO(merge): the same rule as config.DefaultStream of the branch that
-// gives default streams per shard; use it once both are merged.
-func defaultStreamKey(prefix, job string, shards int) string {
-	if shards > 1 {
-		prefix = otredis.ShardPrefix(prefix, onetick.ShardOf(job, shards), shards)
-	}
-	return prefix + ":stream:" + job
 }
 
 // isDefaultStream says whether the configuration gave j no stream of its
@@ -208,7 +198,7 @@ func isDefaultStream(prefix string, j onetick.Job, counts ...int) bool {
 		return true
 	}
 	for _, n := range counts {
-		if j.Stream == defaultStreamKey(prefix, j.Name, n) {
+		if j.Stream == config.DefaultStream(prefix, j.Name, n) {
 			return true
 		}
 	}

@@ -44,8 +44,8 @@ func DecideLayout(st LayoutState, shards int) (record bool, err error) {
 		return true, nil
 	case st.Stored == 0:
 		return false, &onetick.LayoutError{Stored: stored, Configured: shards,
-			Why: "its one-shard layout holds the fleet's history, which is not moved between layouts yet; start the sharded fleet on a new prefix"}
+			Why: fmt.Sprintf("its one-shard layout holds the fleet's history: stop the fleet and move it with `onetick shards migrate --to %d --apply`", shards)}
 	}
 	return false, &onetick.LayoutError{Stored: stored, Configured: shards,
-		Why: fmt.Sprintf("the layout of %d shards holds the fleet's history, which is not moved between layouts yet; configure shards: %d, or start on a new prefix", stored, stored)}
+		Why: fmt.Sprintf("the layout of %d shards holds the fleet's history: configure shards: %d, or stop the fleet and move it with `onetick shards migrate --to %d --apply`", stored, stored, shards)}
 }
