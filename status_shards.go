@@ -113,8 +113,11 @@ func jobsByShard(jobs []Job, shards int) [][]Job {
 }
 
 // mergeRelays merges the relays of each shard by kind and queue: their
-// jobs, their backlogs summed (unknown if a shard's is), the first error
-// or note.
+// jobs, the first error or note, and one backlog. A relay's queue is the
+// target's (an asynq queue, a River queue, a NATS stream), shared by
+// every shard's jobs, so each shard read the same backlog: the largest
+// reading is kept (they differ only by when they were taken), unknown
+// only if no shard's is known.
 func mergeRelays(parts [][]RelayStatus) []RelayStatus {
 	type key struct{ kind, queue string }
 	byKey := map[key]*RelayStatus{}
@@ -135,10 +138,13 @@ func mergeRelays(parts [][]RelayStatus) []RelayStatus {
 				continue
 			}
 			m.Jobs = append(m.Jobs, r.Jobs...)
-			if m.Backlog != nil && r.Backlog != nil {
-				*m.Backlog += *r.Backlog
-			} else {
-				m.Backlog = nil
+			switch {
+			case r.Backlog == nil:
+			case m.Backlog == nil:
+				n := *r.Backlog
+				m.Backlog = &n
+			default:
+				*m.Backlog = max(*m.Backlog, *r.Backlog)
 			}
 			m.Error = cmp.Or(m.Error, r.Error)
 			m.Note = cmp.Or(m.Note, r.Note)
