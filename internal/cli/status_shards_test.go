@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,86 +16,9 @@ import (
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
+	"github.com/onetick/onetick/internal/shardtest"
 	"github.com/onetick/onetick/internal/stores"
 )
-
-// shardJobNames returns n job names per shard of shards.
-func shardJobNames(prefix string, shards, n int) []string {
-	count := make([]int, shards)
-	var names []string
-	for i := 0; len(names) < shards*n; i++ {
-		name := fmt.Sprintf("%s-%d", prefix, i)
-		if s := onetick.ShardOf(name, shards); count[s] < n {
-			count[s]++
-			names = append(names, name)
-		}
-	}
-	return names
-}
-
-// startShardReplicas runs replicas a and b over h's store with h's shards
-// until each leads half of them and every job has fired; it returns them
-// by name. They stop at the test's end.
-func startShardReplicas(t *testing.T, h *stores.Handle, jobs []onetick.Job) map[string]*onetick.Scheduler {
-	t.Helper()
-	var mu sync.Mutex
-	fired := map[string]bool{}
-	changed := make(chan struct{}, 1)
-	sink := onetick.SinkFunc(func(_ context.Context, ticks []onetick.TickRecord) error {
-		mu.Lock()
-		for _, tk := range ticks {
-			fired[tk.Job] = true
-		}
-		mu.Unlock()
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-		return nil
-	})
-	log := slog.New(slog.NewTextHandler(&testLog{t: t}, nil))
-	out := map[string]*onetick.Scheduler{}
-	var stops []func()
-	t.Cleanup(func() {
-		for _, s := range stops {
-			s()
-		}
-	})
-	for _, name := range []string{"a", "b"} {
-		s, err := onetick.New(onetick.Config{Backend: h.Backend(), Replica: name, Jobs: jobs, Shards: h.Shards(), Sink: sink,
-			Lease:  onetick.LeaseConfig{TTL: 3 * time.Second, Renew: 500 * time.Millisecond},
-			Logger: log.With("test_replica", name)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); _ = s.Run(ctx) }()
-		stops = append(stops, func() { cancel(); <-done })
-		out[name] = s
-	}
-	ready := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, j := range jobs {
-			if !fired[j.Name] {
-				return false
-			}
-		}
-		half := h.Shards() / 2
-		return len(out["a"].Balancer().Led()) == half && len(out["b"].Balancer().Led()) == half
-	}
-	deadline := time.NewTimer(60 * time.Second)
-	defer deadline.Stop()
-	for !ready() {
-		select {
-		case <-changed:
-		case <-deadline.C:
-			t.Fatal("timed out waiting until the shards spread evenly and every job fired")
-		}
-	}
-	return out
-}
 
 // testLog writes a replica's log to the test's.
 type testLog struct{ t *testing.T }
@@ -117,7 +39,7 @@ func TestStatusShards(t *testing.T) {
 	t.Cleanup(func() { dropRedisKeys(t, prefix) })
 	for _, store := range []string{"memory", "redis"} {
 		t.Run(store, func(t *testing.T) {
-			names := shardJobNames("j", shards, 2)
+			names := shardtest.Names("j", shards, 2)
 			var y strings.Builder
 			fmt.Fprintf(&y, "shards: %d\n", shards)
 			so := stores.Options{}
@@ -148,7 +70,7 @@ func TestStatusShards(t *testing.T) {
 			if h.Shards() != shards {
 				t.Fatalf("handle: %d shards", h.Shards())
 			}
-			reps := startShardReplicas(t, h, jobs)
+			reps := shardtest.Run(t, h.Backend(), h.Shards(), jobs, slog.New(slog.NewTextHandler(&testLog{t: t}, nil)))
 			for name, r := range reps {
 				if holder, leading := replicaOf(r); holder != name || !leading {
 					t.Errorf("replicaOf(%s) = %s, %v", name, holder, leading)

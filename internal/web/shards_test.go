@@ -4,87 +4,20 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/shardtest"
 	"github.com/onetick/onetick/internal/web"
 	"github.com/onetick/onetick/memory"
 	otredis "github.com/onetick/onetick/redis"
 )
-
-// everyMs fires every d.
-type everyMs time.Duration
-
-func (e everyMs) Next(t time.Time) time.Time {
-	return t.Truncate(time.Duration(e)).Add(time.Duration(e))
-}
-
-// runShardReplicas runs replicas a and b over b with shards shards until
-// each leads half and every job fired; they stop at the test's end.
-func runShardReplicas(t *testing.T, b onetick.SchedulerBackend, shards int, jobs []onetick.Job) map[string]*onetick.Scheduler {
-	t.Helper()
-	var mu sync.Mutex
-	fired := map[string]bool{}
-	changed := make(chan struct{}, 1)
-	sink := onetick.SinkFunc(func(_ context.Context, ticks []onetick.TickRecord) error {
-		mu.Lock()
-		for _, tk := range ticks {
-			fired[tk.Job] = true
-		}
-		mu.Unlock()
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-		return nil
-	})
-	out := map[string]*onetick.Scheduler{}
-	for _, name := range []string{"a", "b"} {
-		s, err := onetick.New(onetick.Config{Backend: b, Replica: name, Jobs: jobs, Shards: shards, Sink: sink,
-			Lease:  onetick.LeaseConfig{TTL: 3 * time.Second, Renew: 500 * time.Millisecond},
-			Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := s.Run(ctx); err != nil {
-				t.Errorf("%s: Run: %v", name, err)
-			}
-		}()
-		t.Cleanup(func() { cancel(); <-done })
-		out[name] = s
-	}
-	deadline := time.NewTimer(60 * time.Second)
-	defer deadline.Stop()
-	for {
-		mu.Lock()
-		all := len(fired) == len(jobs)
-		mu.Unlock()
-		if all && len(out["a"].Balancer().Led()) == shards/2 && len(out["b"].Balancer().Led()) == shards/2 {
-			return out
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			mu.Lock()
-			n := len(fired)
-			mu.Unlock()
-			t.Fatalf("timed out waiting until the shards spread evenly and every job fired: a leads %v, b leads %v, %d of %d jobs fired",
-				out["a"].Balancer().Led(), out["b"].Balancer().Led(), n, len(jobs))
-		}
-	}
-}
 
 // The page of a fleet of 4 shards led by two schedulers, on memory and a
 // real Redis: the Store reads each shard's lease through its view, the
@@ -116,16 +49,11 @@ func TestStoreShards(t *testing.T) {
 		}
 	}{{"memory", mem}, {"redis", rb}} {
 		t.Run(tc.name, func(t *testing.T) {
-			count := make([]int, shards)
 			var jobs []onetick.Job
-			for i := 0; len(jobs) < 3*shards; i++ {
-				n := fmt.Sprintf("w-%d", i)
-				if s := onetick.ShardOf(n, shards); count[s] < 3 {
-					count[s]++
-					jobs = append(jobs, onetick.Job{Name: n, Schedule: everyMs(200 * time.Millisecond)})
-				}
+			for _, n := range shardtest.Names("w", shards, 3) {
+				jobs = append(jobs, onetick.Job{Name: n, Schedule: shardtest.Every(200 * time.Millisecond)})
 			}
-			reps := runShardReplicas(t, tc.b, shards, jobs)
+			reps := shardtest.Run(t, tc.b, shards, jobs, nil)
 			views := make([]onetick.Backend, shards)
 			for i := range views {
 				if views[i], err = tc.b.Shard(i, shards); err != nil {
