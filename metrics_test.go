@@ -15,6 +15,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/cron"
@@ -312,6 +313,27 @@ func TestREADMEMetricsTable(t *testing.T) {
 			t.Errorf("README: %s{%s}, exported with labels {%s}", mf.GetName(), got, want)
 		}
 		delete(listed, mf.GetName())
+	}
+	// With shards a scheduler exports the lease series per shard (the
+	// README says so in the rows above) and a few of its own.
+	sreg := prometheus.NewPedanticRegistry()
+	sched, _ := cron.Parse("@every 1s", nil)
+	if _, err := onetick.New(onetick.Config{Backend: memory.New(memory.Options{}), Registerer: sreg, Shards: 2,
+		Jobs: []onetick.Job{{Name: "billing", Schedule: sched}}}); err != nil {
+		t.Fatal(err)
+	}
+	smfs, err := sreg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range smfs {
+		if _, ok := listed[mf.GetName()]; ok {
+			delete(listed, mf.GetName())
+			continue
+		}
+		if !slices.ContainsFunc(mfs, func(o *dto.MetricFamily) bool { return o.GetName() == mf.GetName() }) {
+			t.Errorf("README: no row for %s (exported with shards)", mf.GetName())
+		}
 	}
 	for name := range listed {
 		t.Errorf("README lists %s, which is not exported", name)
