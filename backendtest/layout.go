@@ -41,6 +41,20 @@ func Layout(t *testing.T, h Harness) {
 			t.Fatalf("Layout(1) of a store with a term: %v", err)
 		}
 	})
+	t.Run("ReplicasStartTogether", func(t *testing.T) {
+		// Replicas of a new fleet start at once: every one of them is
+		// given the layout, whoever records it.
+		_, l := layouter(t)
+		errs := make(chan error, 8)
+		for range cap(errs) {
+			go func() { errs <- l.Layout(ctx, 4) }()
+		}
+		for range cap(errs) {
+			if err := <-errs; err != nil {
+				t.Errorf("Layout(4) of a fresh store, eight at once: %v", err)
+			}
+		}
+	})
 	if h.SharedJobState {
 		t.Run("SharedLayoutChangesWhileNoLeaseHeld", func(t *testing.T) { testLayoutShared(t, layouter) })
 		return

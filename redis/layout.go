@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -17,6 +16,13 @@ var _ onetick.Layouter = (*Backend)(nil)
 // layoutKey is the fleet's recorded shard count, <prefix>:shards, in the
 // fleet's slot with the one-shard lease and epoch.
 func (b *Backend) layoutKey() string { return b.opts.Prefix + ":shards" }
+
+// layoutReadScript reads, at one instant, the recorded count ("" for
+// none) and how many of the one-shard epoch and lease exist: KEYS shards,
+// epoch, leader.
+var layoutReadScript = goredis.NewScript(`
+return {redis.call('GET', KEYS[1]) or '', redis.call('EXISTS', KEYS[2]) + redis.call('EXISTS', KEYS[3])}
+`)
 
 // layoutScript records a shard count only if the state Layout decided on
 // is still the store's (compare and set): KEYS shards, epoch, leader;
@@ -43,24 +49,24 @@ func (b *Backend) Layout(ctx context.Context, shards int) error {
 		return onetick.ViewLayout(shards)
 	}
 	for range 10 {
-		var st storekit.LayoutState
-		raw, err := b.c.Get(ctx, b.layoutKey()).Result()
-		switch {
-		case errors.Is(err, goredis.Nil):
-			raw = ""
-		case err != nil:
+		// One script reads the count and whether the one-shard layout was
+		// used, so that both describe the same instant: a count read before
+		// another replica recorded it, and a lease read after, would look
+		// like a used store that records no count.
+		v, err := layoutReadScript.Run(ctx, b.c, []string{b.layoutKey(), b.epoch, b.leader}).Slice()
+		if err != nil {
 			return fmt.Errorf("redis: shard layout on %s: %w", b.layoutKey(), err)
-		default:
+		}
+		var st storekit.LayoutState
+		raw, _ := v[0].(string)
+		if raw != "" {
 			n, perr := strconv.Atoi(raw)
 			if perr != nil || n < 1 || n > onetick.MaxShards {
 				return fmt.Errorf("redis: %s holds %q, not a shard count (1 to %d): repair it by hand", b.layoutKey(), short(raw), onetick.MaxShards)
 			}
 			st.Stored = n
 		}
-		used, err := b.c.Exists(ctx, b.epoch, b.leader).Result()
-		if err != nil {
-			return fmt.Errorf("redis: shard layout on %s: %w", b.layoutKey(), err)
-		}
+		used, _ := v[1].(int64)
 		st.Used = used > 0
 		record, err := storekit.DecideLayout(st, shards)
 		if !record || err != nil {
