@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/shardtest"
 	"github.com/onetick/onetick/memory"
 )
 
@@ -25,7 +26,7 @@ func TestShardedDeadlines(t *testing.T) {
 	mem := memory.New(memory.Options{})
 	defer mem.Close()
 	var jobs []onetick.Job
-	for _, n := range shardedJobs("dl", shards, 1) {
+	for _, n := range shardtest.Names("dl", shards, 1) {
 		jobs = append(jobs, onetick.Job{Name: n, Schedule: every(period), Deadline: onetick.Deadline{Start: 50 * time.Millisecond}})
 	}
 	log := slog.New(slog.NewTextHandler(tWriter{t}, nil))

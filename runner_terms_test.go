@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/shardtest"
 	"github.com/onetick/onetick/memory"
 )
 
@@ -22,11 +23,11 @@ func TestShardStateOnlyWhileLeading(t *testing.T) {
 	mem := memory.New(memory.Options{})
 	defer mem.Close()
 	var jobs, dyn []onetick.Job
-	names := shardedJobs("job", shards, 3)
+	names := shardtest.Names("job", shards, 3)
 	for _, n := range names {
 		jobs = append(jobs, onetick.Job{Name: n, Schedule: every(period)})
 	}
-	for _, n := range shardedJobs("dyn", shards, 1) {
+	for _, n := range shardtest.Names("dyn", shards, 1) {
 		dyn = append(dyn, onetick.Job{Name: n, Schedule: every(period)})
 		names = append(names, n)
 	}

@@ -3,7 +3,6 @@ package onetick_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/shardtest"
 	"github.com/onetick/onetick/memory"
 )
 
@@ -22,21 +22,6 @@ type every time.Duration
 
 func (e every) Next(t time.Time) time.Time {
 	return t.Truncate(time.Duration(e)).Add(time.Duration(e))
-}
-
-// shardedJobs returns names of jobs (prefix-N), perShard in each of
-// shards shards.
-func shardedJobs(prefix string, shards, perShard int) []string {
-	count := make([]int, shards)
-	var names []string
-	for i := 0; len(names) < shards*perShard; i++ {
-		n := fmt.Sprintf("%s-%d", prefix, i)
-		if s := onetick.ShardOf(n, shards); count[s] < perShard {
-			count[s]++
-			names = append(names, n)
-		}
-	}
-	return names
 }
 
 // staticSource is a JobSource whose run-time jobs never change.
@@ -117,10 +102,10 @@ func TestShardedSchedulersShareTheShards(t *testing.T) {
 	mem := memory.New(memory.Options{})
 	defer mem.Close()
 	var jobs, dyn []onetick.Job
-	for _, n := range shardedJobs("job", shards, 2) {
+	for _, n := range shardtest.Names("job", shards, 2) {
 		jobs = append(jobs, onetick.Job{Name: n, Schedule: every(period)})
 	}
-	for _, n := range shardedJobs("dyn", shards, 1) {
+	for _, n := range shardtest.Names("dyn", shards, 1) {
 		dyn = append(dyn, onetick.Job{Name: n, Schedule: every(period)})
 	}
 	var names []string

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/onetick/onetick"
+	"github.com/onetick/onetick/internal/shardtest"
 	"github.com/onetick/onetick/memory"
 	otredis "github.com/onetick/onetick/redis"
 )
@@ -21,6 +21,7 @@ import (
 // store with shards shards and a job in each shard, until the shards are
 // spread evenly.
 type shardFleet struct {
+	t     *testing.T
 	s     map[string]*onetick.Scheduler
 	reg   map[string]*prometheus.Registry
 	stops []func() error
@@ -30,13 +31,13 @@ func startShardFleet(t *testing.T, b onetick.SchedulerBackend, shards int) *shar
 	t.Helper()
 	var jobs []onetick.Job
 	var names []string
-	for _, n := range shardedJobs("m", shards, 1) {
+	for _, n := range shardtest.Names("m", shards, 1) {
 		jobs = append(jobs, onetick.Job{Name: n, Schedule: every(200 * time.Millisecond)})
 		names = append(names, n)
 	}
 	fired := &firings{ticks: map[string][]onetick.TickRecord{}, changed: make(chan struct{}, 1)}
 	log := slog.New(slog.NewTextHandler(tWriter{t}, nil))
-	f := &shardFleet{s: map[string]*onetick.Scheduler{}, reg: map[string]*prometheus.Registry{}}
+	f := &shardFleet{t: t, s: map[string]*onetick.Scheduler{}, reg: map[string]*prometheus.Registry{}}
 	for _, name := range []string{"a", "b"} {
 		reg := prometheus.NewRegistry()
 		s, err := onetick.New(onetick.Config{Backend: b, Replica: name, Jobs: jobs, Shards: shards, Sink: fired.sink(),
@@ -65,7 +66,9 @@ func startShardFleet(t *testing.T, b onetick.SchedulerBackend, shards int) *shar
 
 func (f *shardFleet) stop() {
 	for _, s := range f.stops {
-		_ = s()
+		if err := s(); err != nil {
+			f.t.Errorf("a replica's Run: %v", err)
+		}
 	}
 }
 
@@ -115,7 +118,7 @@ func TestShardedMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rb.Close()
-	defer dropKeys(t, prefix)
+	shardtest.DropRedisKeys(t, prefix)
 	for _, tc := range []struct {
 		name string
 		b    onetick.SchedulerBackend
@@ -211,19 +214,5 @@ func TestShardedMetricsRegisteredOnce(t *testing.T) {
 	}
 	if _, err := onetick.New(cfg); err == nil {
 		t.Error("a second sharded scheduler on one Metrics: want a registration error")
-	}
-}
-
-// dropKeys deletes the keys under prefix on the Redis at 6379.
-func dropKeys(t *testing.T, prefix string) {
-	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
-	defer c.Close()
-	ctx := context.Background()
-	keys, err := c.Keys(ctx, "*"+prefix+"*").Result()
-	if err == nil && len(keys) > 0 {
-		err = c.Del(ctx, keys...).Err()
-	}
-	if err != nil {
-		t.Logf("dropping %s keys: %v", prefix, err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/internal/redistest"
+	"github.com/onetick/onetick/internal/shardtest"
 	"github.com/onetick/onetick/redis"
 )
 
@@ -390,13 +391,7 @@ func TestRunRefusesAnotherLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
-	defer c.Close()
-	defer func() {
-		if keys, err := c.Keys(context.Background(), prefix+"*").Result(); err == nil && len(keys) > 0 {
-			c.Del(context.Background(), keys...)
-		}
-	}()
+	shardtest.DropRedisKeys(t, prefix)
 	if err := b.Layout(context.Background(), 4); err != nil {
 		t.Fatal(err)
 	}

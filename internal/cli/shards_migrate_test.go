@@ -18,6 +18,7 @@ import (
 
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/internal/pgtest"
+	"github.com/onetick/onetick/internal/shardtest"
 	"github.com/onetick/onetick/internal/stores"
 	"github.com/onetick/onetick/postgres"
 	otredis "github.com/onetick/onetick/redis"
@@ -37,12 +38,7 @@ func TestShardsMigrateRedis(t *testing.T) {
 	client := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
 	t.Cleanup(func() { _ = client.Close() })
 	prefix := fmt.Sprintf("otmig%d", time.Now().UnixNano())
-	t.Cleanup(func() {
-		keys, _ := client.Keys(context.Background(), prefix+"*").Result()
-		if len(keys) > 0 {
-			client.Del(context.Background(), keys...)
-		}
-	})
+	shardtest.DropRedisKeys(t, prefix)
 	var jobsYAML strings.Builder
 	names := make([]string, 8)
 	for i := range names {
@@ -427,12 +423,7 @@ func TestShardsMigrateRerun(t *testing.T) {
 	client := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
 	t.Cleanup(func() { _ = client.Close() })
 	prefix := fmt.Sprintf("otmigre%d", time.Now().UnixNano())
-	t.Cleanup(func() {
-		keys, _ := client.Keys(context.Background(), prefix+"*").Result()
-		if len(keys) > 0 {
-			client.Del(context.Background(), keys...)
-		}
-	})
+	shardtest.DropRedisKeys(t, prefix)
 	cfg := writeConfig(t, fmt.Sprintf("backend:\n  redis:\n    url: redis://127.0.0.1:6379\n    prefix: %s\njobs:\n  - {name: a, schedule: \"@every 1h\"}\n  - {name: b, schedule: \"@every 1h\"}\n", prefix))
 	b := otredis.New(client, otredis.Options{Prefix: prefix})
 	client.HSet(ctx, prefix+":last", "a", "3600000")

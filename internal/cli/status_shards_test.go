@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/config"
 	"github.com/onetick/onetick/internal/shardtest"
@@ -36,7 +34,7 @@ func (l *testLog) Write(p []byte) (int, error) {
 func TestStatusShards(t *testing.T) {
 	const shards = 4
 	prefix := fmt.Sprintf("statusshards-%d", time.Now().UnixNano())
-	t.Cleanup(func() { dropRedisKeys(t, prefix) })
+	shardtest.DropRedisKeys(t, prefix)
 	for _, store := range []string{"memory", "redis"} {
 		t.Run(store, func(t *testing.T) {
 			names := shardtest.Names("j", shards, 2)
@@ -209,19 +207,5 @@ func TestStatusOneShardUnchanged(t *testing.T) {
 	}
 	if strings.Contains(string(js), `"shards"`) || strings.Contains(string(js), `"replicas"`) {
 		t.Errorf("one shard's JSON: %s", js)
-	}
-}
-
-// dropRedisKeys deletes the keys of prefix on the Redis at 6379.
-func dropRedisKeys(t *testing.T, prefix string) {
-	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
-	defer c.Close()
-	ctx := context.Background()
-	keys, err := c.Keys(ctx, "*"+prefix+"*").Result()
-	if err == nil && len(keys) > 0 {
-		err = c.Del(ctx, keys...).Err()
-	}
-	if err != nil {
-		t.Logf("dropping %s keys: %v", prefix, err)
 	}
 }

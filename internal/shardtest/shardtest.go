@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/onetick/onetick"
 )
 
@@ -101,4 +103,22 @@ func Run(t *testing.T, b onetick.SchedulerBackend, shards int, jobs []onetick.Jo
 		}
 	}
 	return out
+}
+
+// DropRedisKeys deletes, when the test ends, every key of the Redis at
+// 127.0.0.1:6379 whose name holds prefix (a test's own, unique prefix;
+// a shard's hash tag puts it after a "{").
+func DropRedisKeys(t *testing.T, prefix string) {
+	t.Cleanup(func() {
+		c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
+		defer c.Close()
+		ctx := context.Background()
+		keys, err := c.Keys(ctx, "*"+prefix+"*").Result()
+		if err == nil && len(keys) > 0 {
+			err = c.Del(ctx, keys...).Err()
+		}
+		if err != nil {
+			t.Logf("dropping %s keys: %v", prefix, err)
+		}
+	})
 }

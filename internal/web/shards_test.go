@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/onetick/onetick"
 	"github.com/onetick/onetick/internal/shardtest"
 	"github.com/onetick/onetick/internal/web"
@@ -34,13 +32,7 @@ func TestStoreShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rb.Close()
-	defer func() {
-		c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
-		defer c.Close()
-		if keys, err := c.Keys(context.Background(), "*"+prefix+"*").Result(); err == nil && len(keys) > 0 {
-			c.Del(context.Background(), keys...)
-		}
-	}()
+	shardtest.DropRedisKeys(t, prefix)
 	for _, tc := range []struct {
 		name string
 		b    interface {
